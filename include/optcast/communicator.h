@@ -1,0 +1,82 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// The Optcast client library: collectives of host buffers through reduction servers.
+//
+//   optcast::CommunicatorOptions opts;
+//   opts.servers = {"10.0.0.1:8918", "10.0.0.2:8918"};
+//   opts.job_id = id_shared_by_all_ranks;  opts.nranks = 4;  opts.rank = my_rank;
+//   std::unique_ptr<optcast::Communicator> comm;
+//   OPTCAST_RETURN_IF_ERROR(optcast::Communicator::Create(opts, &comm));
+//   OPTCAST_RETURN_IF_ERROR(comm->AllReduce(buf, buf, n, DataType::kFloat32, RedOp::kSum));
+//
+// Every rank must issue the same collectives with the same arguments in the same order.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optcast/job_id.h"
+#include "optcast/status.h"
+#include "optcast/types.h"
+
+namespace optcast {
+
+struct CommunicatorOptions {
+  std::vector<std::string> servers;  // "host:port"; every rank lists them in the same order
+  JobId job_id;
+  int nranks = 0;
+  int rank = -1;
+  // Any wait (connecting, a collective making no progress) fails after this long.
+  std::chrono::milliseconds timeout{30000};
+  // How long to keep retrying a server that refuses connections at start.
+  std::chrono::milliseconds connect_timeout{30000};
+  // Bytes per chunk; 0 picks from the message size. Must match on every rank.
+  size_t chunk_bytes = 0;
+  // Chunks in flight per server connection; 0 picks a default.
+  int window = 0;
+};
+
+// Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW.
+Status ApplyEnvironment(CommunicatorOptions* options);
+
+// An in-flight collective. Owned by its communicator; released when Test reports it done or
+// Wait returns.
+class Request;
+
+class Communicator {
+ public:
+  static Status Create(const CommunicatorOptions& options, std::unique_ptr<Communicator>* out);
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+
+  // Asynchronous collectives. Buffers must stay valid until the request completes.
+  // sendbuf == recvbuf is allowed (in place).
+  virtual Status IAllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op,
+                            Request** request) = 0;
+  // sendbuf holds recvcount * nranks elements; rank r receives the reduced part r. In place:
+  // recvbuf == sendbuf + rank * recvcount elements.
+  virtual Status IReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
+                                RedOp op, Request** request) = 0;
+  // recvbuf receives sendcount * nranks elements, rank r's part at offset r * sendcount. In
+  // place: sendbuf == recvbuf + rank * sendcount elements.
+  virtual Status IAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype,
+                            Request** request) = 0;
+
+  // Makes progress without blocking. When *done is set the request is released and the returned
+  // status is the collective's result.
+  virtual Status Test(Request* request, bool* done) = 0;
+  // Blocks until the request completes (or fails, or times out) and releases it.
+  virtual Status Wait(Request* request) = 0;
+
+  // Blocking forms.
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op);
+  Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype, RedOp op);
+  Status AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype);
+};
+
+}  // namespace optcast

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything Optcast needs to build and test, from Debian packages. Idempotent.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ninja-build
+  libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
+  libcli11-dev                                 # command line of the optcast tool
+  libfmt-dev libspdlog-dev                     # formatting and logging
+  nlohmann-json3-dev                           # JSON results
+  libhwy-dev                                   # SIMD reduction kernels
+  iproute2 procps                              # emulated cluster, process inspection
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

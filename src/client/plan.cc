@@ -1,0 +1,56 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "client/plan.h"
+
+#include <algorithm>
+
+namespace optcast::client {
+
+uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
+                          uint64_t max_payload) {
+  const uint64_t esize = DataTypeSize(dtype);
+  uint64_t bytes;
+  if (override_bytes > 0) {
+    bytes = override_bytes;
+  } else {
+    const uint64_t shard_bytes = Shard(count, nservers, 0).len * esize;
+    bytes = std::clamp<uint64_t>((shard_bytes / 4 + 4095) / 4096 * 4096, 64u << 10, 1u << 20);
+  }
+  bytes = std::min<uint64_t>(bytes, max_payload);
+  return std::max<uint64_t>(1, bytes / esize);
+}
+
+ServerPlan PlanForServer(CollType coll, uint64_t count, int nranks, int rank, int nservers, int server,
+                         uint64_t chunk_elems) {
+  ServerPlan plan;
+  const Range shard = Shard(count, nservers, server);
+  auto add_chunks = [&](uint32_t segment, uint64_t seg_begin) {
+    for (uint64_t off = 0; off < shard.len; off += chunk_elems) {
+      wire::ChunkRef ref;
+      ref.segment = segment;
+      ref.offset = seg_begin + shard.begin + off;
+      ref.count = static_cast<uint32_t>(std::min(chunk_elems, shard.len - off));
+      plan.sends.push_back(ref);
+    }
+  };
+  const uint64_t chunks_per_shard = shard.len == 0 ? 0 : (shard.len + chunk_elems - 1) / chunk_elems;
+  switch (coll) {
+    case CollType::kAllReduce:
+      plan.server_elems = shard.len;
+      add_chunks(0, 0);
+      plan.expected_replies = plan.sends.size();
+      break;
+    case CollType::kReduceScatter:
+      plan.server_elems = shard.len * static_cast<uint64_t>(nranks);
+      for (int s = 0; s < nranks; ++s) add_chunks(static_cast<uint32_t>(s), static_cast<uint64_t>(s) * count);
+      plan.expected_replies = plan.sends.size();
+      break;
+    case CollType::kAllGather:
+      plan.server_elems = shard.len * static_cast<uint64_t>(nranks);
+      add_chunks(static_cast<uint32_t>(rank), static_cast<uint64_t>(rank) * count);
+      plan.expected_replies = plan.sends.size() + chunks_per_shard * static_cast<uint64_t>(nranks - 1);
+      break;
+  }
+  return plan;
+}
+
+}  // namespace optcast::client

@@ -1,0 +1,35 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// How a collective is striped over servers and cut into chunks. Pure arithmetic, identical on
+// every rank for the same arguments, so all ranks cut the same chunks.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/shard.h"
+#include "optcast/types.h"
+#include "wire/protocol.h"
+
+namespace optcast::client {
+
+using optcast::Range;
+using optcast::Shard;
+
+// Elements per chunk. `override_bytes` > 0 wins; otherwise about a quarter of the largest shard,
+// between 64 KiB and 1 MiB, so that a large message is pipelined and a small one is one chunk.
+uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
+                          uint64_t max_payload);
+
+// What one rank does with one server for one collective.
+struct ServerPlan {
+  uint64_t server_elems = 0;          // elements the server handles (agreed by all ranks)
+  std::vector<wire::ChunkRef> sends;  // chunks this rank contributes, in order
+  uint64_t expected_replies = 0;      // results + acks this rank will receive
+};
+
+ServerPlan PlanForServer(CollType coll, uint64_t count, int nranks, int rank, int nservers, int server,
+                         uint64_t chunk_elems);
+
+}  // namespace optcast::client

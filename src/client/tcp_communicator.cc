@@ -1,0 +1,467 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// The client side of the reduction-server protocol over TCP. Progress is driven by the caller
+// (Test/Wait), as NCCL's proxy thread and MPI programs expect; no hidden threads.
+
+#include <poll.h>
+
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+#include <mutex>
+#include <unordered_map>
+
+#include "client/plan.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "optcast/communicator.h"
+#include "transport/tcp/connection.h"
+#include "transport/tcp/socket.h"
+#include "wire/protocol.h"
+
+namespace optcast {
+
+class Request {
+ public:
+  uint64_t seq = 0;
+  wire::CollDesc desc;
+  const uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  size_t esize = 0;
+  uint64_t outstanding = 0;  // results + acks still to come
+  bool done = false;
+  Status status;
+};
+
+namespace client {
+namespace {
+
+constexpr int kDefaultWindow = 8;
+
+// A collective's chunks still to be sent to one server.
+struct PendingSends {
+  Request* req;
+  wire::CollDesc desc;
+  std::vector<wire::ChunkRef> chunks;
+  size_t next = 0;
+};
+
+struct ServerLink {
+  std::string address;
+  std::unique_ptr<transport::Connection> conn;
+  uint64_t max_payload = 0;
+  int inflight = 0;  // chunks sent whose result/ack has not come back
+  std::deque<PendingSends> queue;
+  Request* rx_req = nullptr;
+  bool rx_credit = false;
+};
+
+Status ReadFrameBlocking(int fd, Deadline deadline, std::vector<uint8_t>* meta) {
+  uint8_t header[transport::kFrameHeaderSize];
+  OPTCAST_RETURN_IF_ERROR(transport::tcp::RecvAll(fd, header, sizeof(header), deadline));
+  uint32_t magic = 0, meta_len = 0;
+  uint64_t payload_len = 0;
+  std::memcpy(&magic, header, 4);
+  std::memcpy(&meta_len, header + 4, 4);
+  std::memcpy(&payload_len, header + 8, 8);
+  if (magic != transport::kFrameMagic || meta_len == 0 || meta_len > transport::kMaxMetaBytes || payload_len != 0) {
+    return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
+  }
+  meta->resize(meta_len);
+  return transport::tcp::RecvAll(fd, meta->data(), meta_len, deadline);
+}
+
+class TcpCommunicator final : public Communicator, public transport::MessageHandler {
+ public:
+  explicit TcpCommunicator(CommunicatorOptions o) : opts_(std::move(o)) {}
+
+  ~TcpCommunicator() override {
+    // Say goodbye so the server retires the job without logging a failure.
+    const auto bye = wire::EncodeBye();
+    for (auto& s : servers_) {
+      if (!s.conn) continue;
+      s.conn->Send(transport::MakeOutMessage(bye, nullptr, 0));
+      Deadline d = Deadline::After(std::chrono::milliseconds(200));
+      while (s.conn->HasPendingWrites() && !d.Expired()) {
+        if (!s.conn->Flush().ok()) break;
+        if (s.conn->HasPendingWrites()) {
+          pollfd p{s.conn->fd(), POLLOUT, 0};
+          ::poll(&p, 1, 10);
+        }
+      }
+    }
+  }
+
+  Status Connect() {
+    const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
+    for (const std::string& addr : opts_.servers) {
+      transport::Endpoint ep;
+      OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(addr, &ep, wire::kDefaultPort));
+      transport::tcp::Socket sock;
+      OPTCAST_RETURN_IF_ERROR(transport::tcp::Connect(ep, connect_deadline, &sock));
+      OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(sock.fd(), false));
+      wire::Hello hello;
+      hello.job_id = opts_.job_id.bytes;
+      hello.nranks = static_cast<uint32_t>(opts_.nranks);
+      hello.rank = static_cast<uint32_t>(opts_.rank);
+      transport::OutMessage m = transport::MakeOutMessage(wire::EncodeHello(hello), nullptr, 0);
+      const Deadline d = Deadline::After(opts_.timeout);
+      Status st = transport::tcp::SendAll(sock.fd(), m.head.data(), m.head.size(), d);
+      std::vector<uint8_t> meta;
+      if (st.ok()) st = ReadFrameBlocking(sock.fd(), d, &meta);
+      wire::Message reply;
+      if (st.ok()) st = wire::Decode(meta, &reply);
+      if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
+      if (reply.type == wire::MsgType::kError) {
+        return Status(reply.error.code, "server " + ep.ToString() + " refused rank " + std::to_string(opts_.rank) +
+                                            ": " + reply.error.text);
+      }
+      if (reply.type != wire::MsgType::kWelcome) {
+        return ProtocolError("server " + ep.ToString() + " answered hello with message type " +
+                             std::to_string(static_cast<int>(reply.type)));
+      }
+      OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(sock.fd(), true));
+      ServerLink link;
+      link.address = ep.ToString();
+      link.max_payload = reply.welcome.max_payload;
+      link.conn = std::make_unique<transport::Connection>(std::move(sock), 1ull << 32, link.address);
+      servers_.push_back(std::move(link));
+    }
+    min_max_payload_ = UINT64_MAX;
+    for (auto& s : servers_) min_max_payload_ = std::min(min_max_payload_, s.max_payload);
+    for (auto& s : servers_) s.conn->user_data = &s;
+    window_ = opts_.window > 0 ? opts_.window : kDefaultWindow;
+    return Status::Ok();
+  }
+
+  int rank() const override { return opts_.rank; }
+  int nranks() const override { return opts_.nranks; }
+
+  Status IAllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op,
+                    Request** request) override {
+    return Issue(CollType::kAllReduce, sendbuf, recvbuf, count, dtype, op, request);
+  }
+  Status IReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype, RedOp op,
+                        Request** request) override {
+    return Issue(CollType::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, request);
+  }
+  Status IAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype,
+                    Request** request) override {
+    return Issue(CollType::kAllGather, sendbuf, recvbuf, sendcount, dtype, RedOp::kSum, request);
+  }
+
+  Status Test(Request* req, bool* done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    *done = false;
+    if (req == nullptr) return InvalidArgument("Test called with a null request");
+    if (!req->done) Progress(0);
+    if (!req->done) return Status::Ok();
+    *done = true;
+    return Release(req);
+  }
+
+  Status Wait(Request* req) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req == nullptr) return InvalidArgument("Wait called with a null request");
+    while (!req->done) Progress(50);
+    return Release(req);
+  }
+
+  // ---- MessageHandler ----
+
+  Status OnMessageMeta(transport::Connection& c, std::span<const uint8_t> meta, uint64_t payload_len,
+                       uint8_t** payload_dst) override {
+    auto* link = static_cast<ServerLink*>(c.user_data);
+    wire::Message msg;
+    OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    last_progress_ = Clock::now();
+    if (msg.type == wire::MsgType::kError) {
+      return Status(msg.error.code, "server " + link->address + ": " + msg.error.text);
+    }
+    if (msg.type != wire::MsgType::kResult && msg.type != wire::MsgType::kAck) {
+      return ProtocolError(fmt::format("server {} sent unexpected message type {}", link->address,
+                                       static_cast<int>(msg.type)));
+    }
+    auto it = active_.find(msg.done.coll_seq);
+    if (it == active_.end()) {
+      return ProtocolError(fmt::format("server {} answered collective #{}, which is not in flight", link->address,
+                                       msg.done.coll_seq));
+    }
+    Request* req = it->second;
+    const wire::ChunkRef& ref = msg.done.ref;
+    if (msg.type == wire::MsgType::kAck) {
+      if (payload_len != 0) return ProtocolError("ack with a payload");
+      --link->inflight;
+      Complete(req);
+      return Status::Ok();
+    }
+    const uint64_t count = req->desc.count;
+    const uint64_t me = static_cast<uint64_t>(opts_.rank);
+    uint64_t dst_elem = 0;
+    bool ok = false;
+    switch (req->desc.coll) {
+      case CollType::kAllReduce:
+        ok = ref.segment == 0 && ref.offset <= count && ref.count <= count - ref.offset;
+        dst_elem = ref.offset;
+        break;
+      case CollType::kReduceScatter:
+        ok = ref.segment == me && ref.offset >= me * count && ref.offset - me * count <= count &&
+             ref.count <= count - (ref.offset - me * count);
+        dst_elem = ref.offset - me * count;
+        break;
+      case CollType::kAllGather:
+        ok = ref.segment != me && ref.segment < static_cast<uint64_t>(opts_.nranks) &&
+             ref.offset >= ref.segment * count && ref.offset - ref.segment * count <= count &&
+             ref.count <= count - (ref.offset - ref.segment * count);
+        dst_elem = ref.offset;
+        break;
+    }
+    if (!ok || payload_len != static_cast<uint64_t>(ref.count) * req->esize) {
+      return ProtocolError(fmt::format("server {} sent a result [{}, +{}) that does not fit collective #{}",
+                                       link->address, ref.offset, ref.count, req->seq));
+    }
+    *payload_dst = req->recv + dst_elem * req->esize;
+    link->rx_req = req;
+    link->rx_credit = req->desc.coll != CollType::kAllGather;
+    return Status::Ok();
+  }
+
+  Status OnMessageComplete(transport::Connection& c) override {
+    auto* link = static_cast<ServerLink*>(c.user_data);
+    if (link->rx_req == nullptr) return Status::Ok();
+    if (link->rx_credit) --link->inflight;
+    Request* req = link->rx_req;
+    link->rx_req = nullptr;
+    last_progress_ = Clock::now();
+    Complete(req);
+    return Status::Ok();
+  }
+
+ private:
+  Status Issue(CollType coll, const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op,
+               Request** request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request == nullptr) return InvalidArgument("request pointer is null");
+    *request = nullptr;
+    if (!broken_.ok()) return broken_;
+    if (!IsValidDataType(static_cast<uint8_t>(dtype))) return InvalidArgument("unknown data type");
+    if (!IsValidRedOp(static_cast<uint8_t>(op))) return InvalidArgument("unknown reduction op");
+    if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
+      return InvalidArgument(fmt::format("{} of {} elements with a null buffer", CollTypeName(coll), count));
+    }
+    if (count > (uint64_t{1} << 40)) return InvalidArgument("count above 2^40 elements");
+    auto req = std::make_unique<Request>();
+    req->seq = next_seq_++;
+    req->esize = DataTypeSize(dtype);
+    req->send = static_cast<const uint8_t*>(sendbuf);
+    req->recv = static_cast<uint8_t*>(recvbuf);
+    req->desc.coll_seq = req->seq;
+    req->desc.coll = coll;
+    req->desc.dtype = dtype;
+    req->desc.op = op;
+    req->desc.count = count;
+    if (coll == CollType::kAllGather && count > 0) {
+      uint8_t* mine = req->recv + static_cast<uint64_t>(opts_.rank) * count * req->esize;
+      if (mine != req->send) std::memmove(mine, req->send, count * req->esize);
+    }
+    if (count > 0) {
+      const int nservers = static_cast<int>(servers_.size());
+      const uint64_t chunk_elems = ChooseChunkElems(dtype, count, nservers, opts_.chunk_bytes, min_max_payload_);
+      for (int j = 0; j < nservers; ++j) {
+        ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, nservers, j, chunk_elems);
+        if (plan.server_elems == 0) continue;
+        PendingSends ps{req.get(), req->desc, std::move(plan.sends), 0};
+        ps.desc.server_elems = plan.server_elems;
+        req->outstanding += plan.expected_replies;
+        servers_[j].queue.push_back(std::move(ps));
+      }
+    }
+    Request* raw = req.release();
+    if (raw->outstanding == 0) {
+      raw->done = true;
+    } else {
+      if (active_.empty()) last_progress_ = Clock::now();
+      active_.emplace(raw->seq, raw);
+      Progress(0);
+    }
+    *request = raw;
+    return Status::Ok();
+  }
+
+  void Complete(Request* req) {
+    if (req->outstanding > 0) --req->outstanding;
+    if (req->outstanding == 0 && !req->done) {
+      req->done = true;
+      active_.erase(req->seq);
+    }
+  }
+
+  Status Release(Request* req) {
+    Status st = req->status;
+    delete req;
+    return st;
+  }
+
+  // Queues chunks up to the window on every link.
+  void FillWindows() {
+    for (auto& s : servers_) {
+      while (s.inflight < window_ && !s.queue.empty()) {
+        PendingSends& ps = s.queue.front();
+        if (ps.next == ps.chunks.size()) {
+          s.queue.pop_front();
+          continue;
+        }
+        const wire::ChunkRef& ref = ps.chunks[ps.next++];
+        const uint8_t* src = ps.req->send;
+        uint64_t src_elem = ref.offset;
+        if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
+        wire::Chunk chunk{ps.desc, ref};
+        s.conn->Send(transport::MakeOutMessage(wire::EncodeChunk(chunk), src + src_elem * ps.req->esize,
+                                               static_cast<uint64_t>(ref.count) * ps.req->esize));
+        ++s.inflight;
+        if (ps.next == ps.chunks.size()) s.queue.pop_front();
+      }
+    }
+  }
+
+  void Progress(int timeout_ms) {
+    if (!broken_.ok()) return;
+    FillWindows();
+    FlushAll();
+    if (!broken_.ok() || active_.empty()) return;
+    pollfd fds[64];
+    const size_t n = std::min<size_t>(servers_.size(), 64);
+    for (size_t i = 0; i < n; ++i) {
+      fds[i] = {servers_[i].conn->fd(), static_cast<short>(POLLIN | (servers_[i].conn->HasPendingWrites() ? POLLOUT : 0)), 0};
+    }
+    int rc = ::poll(fds, n, timeout_ms);
+    if (rc > 0) {
+      for (size_t i = 0; i < n && broken_.ok(); ++i) {
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+          Status st = servers_[i].conn->ReadAvailable(*this);
+          if (!st.ok()) {
+            if (st.code() == Code::kUnavailable) {
+              st = UnavailableError("lost the connection to server " + servers_[i].address + ": " + st.message() +
+                                    "; the server may have died or dropped this job");
+            }
+            Break(st);
+          }
+        }
+      }
+      FillWindows();
+      FlushAll();
+    }
+    if (broken_.ok() && !active_.empty() && Clock::now() - last_progress_ > opts_.timeout) {
+      const Request* oldest = active_.begin()->second;
+      for (auto& [seq, r] : active_) {
+        if (seq < oldest->seq) oldest = r;
+      }
+      Break(TimeoutError(fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; a rank or a server "
+                                     "may be stuck or dead (set OPTCAST_TIMEOUT_MS to wait longer)",
+                                     oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count,
+                                     DataTypeName(oldest->desc.dtype), opts_.timeout.count())));
+    }
+  }
+
+  void FlushAll() {
+    for (auto& s : servers_) {
+      if (!s.conn->HasPendingWrites()) continue;
+      Status st = s.conn->Flush();
+      if (!st.ok()) {
+        Break(UnavailableError("lost the connection to server " + s.address + ": " + st.message()));
+        return;
+      }
+    }
+  }
+
+  // The communicator cannot continue: every collective in flight fails with `why`, and so will
+  // every later call.
+  void Break(const Status& why) {
+    if (!broken_.ok()) return;
+    broken_ = why;
+    Log().error("rank {}: {}", opts_.rank, why.message());
+    for (auto& [seq, req] : active_) {
+      req->status = why;
+      req->done = true;
+    }
+    active_.clear();
+    for (auto& s : servers_) s.queue.clear();
+  }
+
+  CommunicatorOptions opts_;
+  std::mutex mu_;
+  std::vector<ServerLink> servers_;
+  uint64_t min_max_payload_ = 0;
+  int window_ = kDefaultWindow;
+  std::unordered_map<uint64_t, Request*> active_;
+  uint64_t next_seq_ = 1;
+  Status broken_;
+  Clock::time_point last_progress_ = Clock::now();
+};
+
+}  // namespace
+}  // namespace client
+
+Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<Communicator>* out) {
+  if (options.servers.empty()) {
+    return InvalidArgument("no reduction servers given; set OPTCAST_SERVERS=host:port[,host:port...]");
+  }
+  if (options.nranks < 1) return InvalidArgument("nranks must be at least 1");
+  if (options.rank < 0 || options.rank >= options.nranks) {
+    return InvalidArgument(fmt::format("rank {} is out of range for {} ranks", options.rank, options.nranks));
+  }
+  if (options.servers.size() > 64) return InvalidArgument("at most 64 servers per communicator");
+  auto comm = std::make_unique<client::TcpCommunicator>(options);
+  OPTCAST_RETURN_IF_ERROR(comm->Connect());
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+Status Communicator::AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op) {
+  Request* req = nullptr;
+  OPTCAST_RETURN_IF_ERROR(IAllReduce(sendbuf, recvbuf, count, dtype, op, &req));
+  return Wait(req);
+}
+
+Status Communicator::ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
+                                   RedOp op) {
+  Request* req = nullptr;
+  OPTCAST_RETURN_IF_ERROR(IReduceScatter(sendbuf, recvbuf, recvcount, dtype, op, &req));
+  return Wait(req);
+}
+
+Status Communicator::AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype) {
+  Request* req = nullptr;
+  OPTCAST_RETURN_IF_ERROR(IAllGather(sendbuf, recvbuf, sendcount, dtype, &req));
+  return Wait(req);
+}
+
+Status ApplyEnvironment(CommunicatorOptions* o) {
+  if (auto servers = GetEnv("OPTCAST_SERVERS")) {
+    o->servers.clear();
+    size_t start = 0;
+    while (start <= servers->size()) {
+      size_t comma = servers->find(',', start);
+      if (comma == std::string::npos) comma = servers->size();
+      if (comma > start) o->servers.push_back(servers->substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  int64_t v = 0;
+  OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_TIMEOUT_MS", o->timeout.count(), &v));
+  if (v <= 0) return InvalidArgument("OPTCAST_TIMEOUT_MS must be positive");
+  o->timeout = std::chrono::milliseconds(v);
+  OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_CONNECT_TIMEOUT_MS", o->connect_timeout.count(), &v));
+  o->connect_timeout = std::chrono::milliseconds(v);
+  if (auto chunk = GetEnv("OPTCAST_CHUNK_BYTES")) {
+    auto bytes = ParseByteSize(*chunk);
+    if (!bytes || *bytes == 0) {
+      return InvalidArgument("OPTCAST_CHUNK_BYTES='" + *chunk + "' is not a size; write e.g. 512K or 1M");
+    }
+    o->chunk_bytes = *bytes;
+  }
+  OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_WINDOW", o->window, &v));
+  o->window = static_cast<int>(v);
+  return Status::Ok();
+}
+
+}  // namespace optcast

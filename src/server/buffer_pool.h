@@ -1,0 +1,29 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace optcast::server {
+
+// Recycles chunk buffers so the steady state allocates nothing: a chunk slot's memory comes back
+// to the pool when its last user (a pending send, a slot) lets go. Single-threaded.
+class BufferPool {
+ public:
+  explicit BufferPool(size_t max_cached_bytes = 256u << 20);
+  ~BufferPool();
+
+  // A buffer of at least `bytes` bytes, 64-byte aligned.
+  std::shared_ptr<uint8_t> Get(size_t bytes);
+
+  size_t cached_bytes() const;
+  size_t outstanding_bytes() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace optcast::server

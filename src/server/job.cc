@@ -1,0 +1,71 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "server/job.h"
+
+#include <fmt/format.h>
+
+namespace optcast::server {
+
+std::string DescribeColl(const wire::CollDesc& d) {
+  if (d.coll == CollType::kAllGather) {
+    return fmt::format("{} of {} {}", CollTypeName(d.coll), d.count, DataTypeName(d.dtype));
+  }
+  return fmt::format("{} of {} {} ({})", CollTypeName(d.coll), d.count, DataTypeName(d.dtype), RedOpName(d.op));
+}
+
+std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b,
+                             uint32_t rank_b) {
+  std::string what;
+  if (a.coll != b.coll) {
+    what = fmt::format("collective type: rank {} called {}, rank {} called {}", rank_a, CollTypeName(a.coll),
+                       rank_b, CollTypeName(b.coll));
+  } else if (a.dtype != b.dtype) {
+    what = fmt::format("data type: rank {} sent {}, rank {} sent {}", rank_a, DataTypeName(a.dtype), rank_b,
+                       DataTypeName(b.dtype));
+  } else if (a.count != b.count) {
+    what = fmt::format("element count: rank {} sent {}, rank {} sent {}", rank_a, a.count, rank_b, b.count);
+  } else if (a.op != b.op && a.coll != CollType::kAllGather) {
+    what = fmt::format("reduction op: rank {} asked for {}, rank {} asked for {}", rank_a, RedOpName(a.op), rank_b,
+                       RedOpName(b.op));
+  } else {
+    what = fmt::format("striping: rank {} sends {} elements to this server, rank {} sends {}; give every rank the "
+                       "same server list in the same order",
+                       rank_a, a.server_elems, rank_b, b.server_elems);
+  }
+  return fmt::format("ranks disagree on collective #{} in its {}; every rank must call the same collectives "
+                     "with the same arguments in the same order",
+                     a.coll_seq, what);
+}
+
+Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_rank) {
+  const wire::CollDesc& d = chunk.desc;
+  const wire::ChunkRef& r = chunk.ref;
+  const bool segmented = d.coll != CollType::kAllReduce;
+  const uint64_t seg_len = d.count;
+  if (d.count == 0) return ProtocolError(fmt::format("collective #{} has zero elements", d.coll_seq));
+  if (d.count > (uint64_t{1} << 40)) {
+    return ProtocolError(fmt::format("collective #{} claims {} elements; the limit is 2^40", d.coll_seq, d.count));
+  }
+  if (segmented && r.segment >= nranks) {
+    return ProtocolError(fmt::format("chunk of collective #{} names segment {} but the job has {} ranks",
+                                     d.coll_seq, r.segment, nranks));
+  }
+  if (!segmented && r.segment != 0) {
+    return ProtocolError(fmt::format("allreduce chunk of collective #{} names segment {}", d.coll_seq, r.segment));
+  }
+  if (d.coll == CollType::kAllGather && r.segment != sender_rank) {
+    return ProtocolError(fmt::format("rank {} sent data for rank {}'s part of all-gather #{}", sender_rank,
+                                     r.segment, d.coll_seq));
+  }
+  const uint64_t seg_begin = segmented ? static_cast<uint64_t>(r.segment) * seg_len : 0;
+  if (r.offset < seg_begin || r.offset - seg_begin > seg_len || r.count > seg_len - (r.offset - seg_begin)) {
+    return ProtocolError(fmt::format("chunk [{}, +{}) lies outside collective #{} ({})", r.offset, r.count,
+                                     d.coll_seq, DescribeColl(d)));
+  }
+  if (r.count > d.server_elems) {
+    return ProtocolError(fmt::format("chunk of {} elements exceeds the {} this server handles in collective #{}",
+                                     r.count, d.server_elems, d.coll_seq));
+  }
+  return Status::Ok();
+}
+
+}  // namespace optcast::server

@@ -1,0 +1,567 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "server/server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "reduce/combine.h"
+#include "server/buffer_pool.h"
+#include "server/job.h"
+#include "transport/tcp/connection.h"
+#include "transport/tcp/poller.h"
+#include "transport/tcp/socket.h"
+
+namespace optcast::server {
+
+using transport::Connection;
+using transport::OutMessage;
+
+// Per-connection state. A connection is one rank of one job once it has said hello.
+struct ConnState {
+  std::unique_ptr<Connection> conn;
+  std::shared_ptr<Job> job;
+  uint32_t rank = 0;
+  bool closing = false;  // an error was sent: flush, then close; read nothing more
+  bool dead = false;     // destroy at the end of this loop iteration
+  bool dirty = false;    // has queued writes to flush
+  bool want_read = true;
+  bool want_write = false;
+  Clock::time_point accepted_at = Clock::now();
+  Clock::time_point close_by{};
+  // The chunk whose payload is being received.
+  uint64_t rx_seq = 0;
+  SlotKey rx_key{};
+  bool rx_chunk = false;
+};
+
+namespace {
+
+struct JobIdHash {
+  size_t operator()(const wire::JobIdBytes& id) const {
+    size_t h = 1469598103934665603ull;
+    for (uint8_t b : id) h = (h ^ b) * 1099511628211ull;
+    return h;
+  }
+};
+
+// Sends the all-gather ack to the source rank once its chunk reached every other rank, so a
+// fast source cannot pile data up behind a slow reader.
+struct AckAfterSends {
+  int remaining = 0;
+  std::weak_ptr<Job> job;
+  uint32_t src = 0;
+  wire::ChunkDone done;
+};
+
+}  // namespace
+
+class Server::Impl : public transport::MessageHandler {
+ public:
+  explicit Impl(ServerOptions o) : opts_(std::move(o)) {}
+
+  Status Start() {
+    OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen(opts_.listen, &listener_));
+    OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(listener_.fd(), true));
+    OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
+    OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
+    OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
+    Log().info("listening on {}:{}", opts_.listen.host, port_);
+    return Status::Ok();
+  }
+
+  uint16_t port() const { return port_; }
+
+  void Stop() {
+    stop_.store(true);
+    waker_.Wake();
+  }
+
+  ServerStats stats() const {
+    ServerStats s;
+    s.jobs_active = jobs_active_.load();
+    s.connections = connections_.load();
+    s.jobs_failed = jobs_failed_.load();
+    s.chunks_reduced = chunks_reduced_.load();
+    s.bytes_in = bytes_in_.load();
+    s.bytes_out = bytes_out_.load();
+    s.buffer_bytes_outstanding = buffers_outstanding_.load();
+    return s;
+  }
+
+  Status Run() {
+    std::vector<transport::Poller::Event> events;
+    auto next_sweep = Clock::now();
+    while (!stop_.load()) {
+      OPTCAST_RETURN_IF_ERROR(poller_.Wait(100, &events));
+      for (const auto& ev : events) {
+        if (ev.tag == &listener_) {
+          AcceptAll();
+        } else if (ev.tag == &waker_) {
+          waker_.Drain();
+        } else {
+          auto* cs = static_cast<ConnState*>(ev.tag);
+          if (cs->dead) continue;
+          if (ev.readable && cs->want_read && !cs->closing) HandleReadable(cs);
+          if (ev.writable && !cs->dead) MarkDirty(cs);
+          if (ev.hangup && !ev.readable && !cs->dead && !cs->closing) {
+            OnConnectionLost(cs, UnavailableError("connection reset by " + cs->conn->peer()));
+          }
+        }
+      }
+      FlushDirty();
+      if (Clock::now() >= next_sweep) {
+        SweepTimeouts();
+        next_sweep = Clock::now() + std::chrono::milliseconds(100);
+      }
+      ReapDead();
+      buffers_outstanding_.store(pool_.outstanding_bytes());
+    }
+    return Status::Ok();
+  }
+
+  ~Impl() override {
+    for (auto& [cs, owned] : conns_) owned.reset();
+    jobs_.clear();
+  }
+
+  // ---- MessageHandler ----
+
+  Status OnMessageMeta(Connection& c, std::span<const uint8_t> meta, uint64_t payload_len,
+                       uint8_t** payload_dst) override {
+    auto* cs = static_cast<ConnState*>(c.user_data);
+    wire::Message msg;
+    OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    switch (msg.type) {
+      case wire::MsgType::kHello:
+        if (payload_len != 0) return ProtocolError("hello carries a payload");
+        return OnHello(cs, msg.hello);
+      case wire::MsgType::kChunk:
+        return OnChunkMeta(cs, msg.chunk, payload_len, payload_dst);
+      case wire::MsgType::kBye:
+        if (!cs->job) return ProtocolError("goodbye before hello");
+        return Status::Ok();
+      default:
+        return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
+    }
+  }
+
+  Status OnMessageComplete(Connection& c) override {
+    auto* cs = static_cast<ConnState*>(c.user_data);
+    if (!cs->rx_chunk) return Status::Ok();
+    cs->rx_chunk = false;
+    Job* job = cs->job.get();
+    if (job == nullptr || job->failed) return Status::Ok();
+    auto cit = job->colls.find(cs->rx_seq);
+    if (cit == job->colls.end()) return InternalError("collective vanished while receiving");
+    auto sit = cit->second.slots.find(cs->rx_key);
+    if (sit == cit->second.slots.end()) return InternalError("chunk slot vanished while receiving");
+    Slot& slot = sit->second;
+    const size_t idx = cit->second.desc.coll == CollType::kAllGather ? 0 : cs->rank;
+    slot.have[cs->rank] = 1;
+    (void)idx;
+    ++slot.arrived;
+    job->last_progress = Clock::now();
+    bytes_in_ += static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
+    if (slot.arrived == slot.expected) CompleteSlot(cs->job, cit, sit);
+    return Status::Ok();
+  }
+
+ private:
+  // ---- connection lifecycle ----
+
+  void AcceptAll() {
+    for (;;) {
+      transport::tcp::Socket s;
+      std::string peer;
+      Status st = transport::tcp::Accept(listener_, &s, &peer);
+      if (!st.ok()) return;
+      if (!transport::tcp::ConfigureDataSocket(s.fd(), true).ok()) continue;
+      auto cs = std::make_unique<ConnState>();
+      cs->conn = std::make_unique<Connection>(std::move(s), opts_.max_payload, peer);
+      cs->conn->user_data = cs.get();
+      if (!poller_.Add(cs->conn->fd(), cs.get(), true, false).ok()) continue;
+      Log().debug("connection from {}", peer);
+      ConnState* raw = cs.get();
+      conns_.emplace(raw, std::move(cs));
+      connections_.store(conns_.size());
+    }
+  }
+
+  void HandleReadable(ConnState* cs) {
+    Status st = cs->conn->ReadAvailable(*this);
+    if (st.ok() || cs->closing || cs->dead) return;
+    OnConnectionLost(cs, st);
+  }
+
+  // Reading failed: the peer closed, sent garbage, or broke a rule.
+  void OnConnectionLost(ConnState* cs, const Status& why) {
+    std::shared_ptr<Job> job = cs->job;
+    if (!job) {
+      if (why.code() == Code::kUnavailable) {
+        cs->dead = true;
+      } else {
+        Log().warn("refusing connection from {}: {}", cs->conn->peer(), why.message());
+        SendErrorAndClose(cs, why, 0);
+      }
+      return;
+    }
+    if (why.code() == Code::kUnavailable) {
+      job->ranks[cs->rank] = nullptr;
+      job->departed[cs->rank] = 1;
+      cs->job.reset();
+      cs->dead = true;
+      if (!job->colls.empty()) {
+        const uint64_t seq = job->colls.begin()->first;
+        FailJob(job, Code::kPeerFailed,
+                fmt::format("rank {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
+                            "cannot complete it",
+                            cs->rank, cs->conn->peer(), seq, job->hex, why.message()));
+      } else {
+        Log().info("rank {} left job {}", cs->rank, job->hex);
+        MaybeRetireJob(job);
+      }
+      return;
+    }
+    FailJob(job, why.code(),
+            fmt::format("rank {} ({}) of job {}: {}", cs->rank, cs->conn->peer(), job->hex, why.message()));
+  }
+
+  void SendErrorAndClose(ConnState* cs, const Status& st, uint64_t seq) {
+    if (cs->closing || cs->dead) return;
+    wire::ErrorMsg em{st.code(), seq, st.message()};
+    cs->conn->Send(transport::MakeOutMessage(wire::EncodeError(em), nullptr, 0));
+    cs->closing = true;
+    cs->close_by = Clock::now() + std::chrono::seconds(2);
+    MarkDirty(cs);
+  }
+
+  void MarkDirty(ConnState* cs) {
+    if (!cs->dirty) {
+      cs->dirty = true;
+      dirty_.push_back(cs);
+    }
+  }
+
+  void FlushDirty() {
+    // Completion callbacks may queue more messages, so the list can grow while we walk it.
+    for (size_t i = 0; i < dirty_.size(); ++i) {
+      ConnState* cs = dirty_[i];
+      cs->dirty = false;
+      if (cs->dead) continue;
+      Status st = cs->conn->Flush();
+      if (!st.ok()) {
+        if (cs->closing) {
+          cs->dead = true;
+        } else {
+          OnConnectionLost(cs, st);
+        }
+        continue;
+      }
+      const bool want_write = cs->conn->HasPendingWrites();
+      const bool want_read = !cs->closing;
+      if (cs->closing && !want_write) {
+        cs->dead = true;
+        continue;
+      }
+      if (want_write != cs->want_write || want_read != cs->want_read) {
+        cs->want_write = want_write;
+        cs->want_read = want_read;
+        (void)poller_.Modify(cs->conn->fd(), cs, want_read, want_write);
+      }
+    }
+    dirty_.clear();
+  }
+
+  void ReapDead() {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      ConnState* cs = it->first;
+      if (!cs->dead) {
+        ++it;
+        continue;
+      }
+      if (cs->job && cs->job->ranks[cs->rank] == cs) cs->job->ranks[cs->rank] = nullptr;
+      poller_.Remove(cs->conn->fd());
+      it = conns_.erase(it);
+    }
+    connections_.store(conns_.size());
+  }
+
+  void SweepTimeouts() {
+    const auto now = Clock::now();
+    for (auto& [cs, owned] : conns_) {
+      if (cs->dead) continue;
+      if (cs->closing && now >= cs->close_by) cs->dead = true;
+      if (!cs->job && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
+        SendErrorAndClose(cs, TimeoutError(fmt::format("no hello within {} ms; is this an Optcast client?",
+                                                       opts_.hello_timeout.count())),
+                          0);
+      }
+    }
+    std::vector<std::shared_ptr<Job>> expired;
+    for (auto& [id, job] : jobs_) {
+      if (!job->colls.empty() && now - job->last_progress > opts_.job_timeout) expired.push_back(job);
+    }
+    for (auto& job : expired) {
+      const CollState& oldest = job->colls.begin()->second;
+      std::vector<uint32_t> missing;
+      for (uint32_t r = 0; r < job->nranks; ++r) {
+        bool lacks = job->ranks[r] == nullptr;
+        for (const auto& [key, slot] : oldest.slots) {
+          const bool expects = oldest.desc.coll != CollType::kAllGather || key.first == r;
+          if (expects && !slot.have[r]) lacks = true;
+        }
+        if (lacks) missing.push_back(r);
+      }
+      FailJob(job, Code::kTimeout,
+              fmt::format("collective #{} ({}) of job {} made no progress for {} ms; still waiting for rank(s) "
+                          "{}; a rank may be stuck or dead",
+                          oldest.desc.coll_seq, DescribeColl(oldest.desc), job->hex, opts_.job_timeout.count(),
+                          missing.empty() ? std::string("(unknown)") : fmt::format("{}", fmt::join(missing, ","))));
+    }
+  }
+
+  // ---- jobs ----
+
+  Status OnHello(ConnState* cs, const wire::Hello& h) {
+    if (cs->job) return ProtocolError("second hello on one connection");
+    const std::string hex = wire::JobIdHex(h.job_id);
+    if (h.nranks == 0 || h.nranks > (1u << 20)) {
+      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; nranks must be 1..{}", hex,
+                                                    h.nranks, 1u << 20)));
+    }
+    if (h.rank >= h.nranks) {
+      return Refuse(cs, InvalidArgument(fmt::format("rank {} is out of range for job {} of {} ranks; ranks are "
+                                                    "0..{}",
+                                                    h.rank, hex, h.nranks, h.nranks - 1)));
+    }
+    auto it = jobs_.find(h.job_id);
+    std::shared_ptr<Job> job;
+    if (it == jobs_.end()) {
+      job = std::make_shared<Job>();
+      job->id = h.job_id;
+      job->hex = hex;
+      job->nranks = h.nranks;
+      job->ranks.assign(h.nranks, nullptr);
+      job->departed.assign(h.nranks, 0);
+      jobs_.emplace(h.job_id, job);
+      jobs_active_.store(jobs_.size());
+      Log().info("job {} created ({} ranks)", hex, h.nranks);
+    } else {
+      job = it->second;
+      if (job->nranks != h.nranks) {
+        Status st = MismatchError(fmt::format("rank {} joined job {} with nranks={} but the job has nranks={}; every "
+                                              "rank must pass the same nranks",
+                                              h.rank, hex, h.nranks, job->nranks));
+        FailJob(job, st.code(), st.message());
+        return Refuse(cs, st);
+      }
+      if (job->ranks[h.rank] != nullptr || job->departed[h.rank]) {
+        const std::string holder = job->ranks[h.rank] ? job->ranks[h.rank]->conn->peer() : "an earlier connection";
+        return Refuse(cs, InvalidArgument(fmt::format("rank {} of job {} is already taken by {}; every process "
+                                                      "needs its own rank",
+                                                      h.rank, hex, holder)));
+      }
+    }
+    job->ranks[h.rank] = cs;
+    cs->job = job;
+    cs->rank = h.rank;
+    wire::Welcome w{opts_.max_payload, static_cast<uint32_t>(opts_.job_timeout.count())};
+    cs->conn->Send(transport::MakeOutMessage(wire::EncodeWelcome(w), nullptr, 0));
+    MarkDirty(cs);
+    Log().debug("rank {} of job {} joined from {}", h.rank, hex, cs->conn->peer());
+    return Status::Ok();
+  }
+
+  // Refuses a connection without touching any job; stops reading from it.
+  Status Refuse(ConnState* cs, const Status& st) {
+    Log().warn("refusing {}: {}", cs->conn->peer(), st.message());
+    SendErrorAndClose(cs, st, 0);
+    return Status(Code::kCancelled, "connection refused");
+  }
+
+  Status OnChunkMeta(ConnState* cs, const wire::Chunk& chunk, uint64_t payload_len, uint8_t** payload_dst) {
+    if (!cs->job) return ProtocolError("data before hello; say hello first");
+    std::shared_ptr<Job> job = cs->job;
+    const wire::CollDesc& d = chunk.desc;
+    OPTCAST_RETURN_IF_ERROR(ValidateChunk(chunk, job->nranks, cs->rank));
+    const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(d.dtype);
+    if (payload_len != expect_bytes) {
+      return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
+                                       DataTypeName(d.dtype), payload_len, expect_bytes));
+    }
+    for (uint32_t r = 0; r < job->nranks; ++r) {
+      if (job->departed[r] && job->colls.find(d.coll_seq) == job->colls.end()) {
+        FailJob(job, Code::kPeerFailed,
+                fmt::format("rank {} has left job {}, so collective #{} cannot complete", r, job->hex, d.coll_seq));
+        return Status(Code::kCancelled, "job failed");
+      }
+    }
+    auto [cit, created] = job->colls.try_emplace(d.coll_seq);
+    CollState& coll = cit->second;
+    if (created) {
+      coll.desc = d;
+      coll.first_rank = cs->rank;
+      job->last_progress = Clock::now();
+    } else if (!(coll.desc == d)) {
+      const std::string why = DescribeMismatch(coll.desc, coll.first_rank, d, cs->rank);
+      FailJob(job, Code::kMismatch, why);
+      return Status(Code::kCancelled, "job failed");
+    }
+    const SlotKey key{chunk.ref.segment, chunk.ref.offset};
+    auto [sit, slot_created] = coll.slots.try_emplace(key);
+    Slot& slot = sit->second;
+    if (slot_created) {
+      slot.ref = chunk.ref;
+      slot.expected = d.coll == CollType::kAllGather ? 1 : job->nranks;
+      slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : job->nranks);
+      slot.have.assign(job->nranks, 0);
+    } else {
+      if (slot.ref.count != chunk.ref.count) {
+        FailJob(job, Code::kMismatch,
+                fmt::format("ranks cut collective #{} differently: the chunk at element {} has {} elements from "
+                            "one rank and {} from rank {}; use the same chunk size on every rank",
+                            d.coll_seq, chunk.ref.offset, slot.ref.count, chunk.ref.count, cs->rank));
+        return Status(Code::kCancelled, "job failed");
+      }
+      const size_t idx = d.coll == CollType::kAllGather ? 0 : cs->rank;
+      if (slot.have[cs->rank] || slot.contribs[idx]) {
+        return ProtocolError(fmt::format("rank {} sent the chunk at element {} of collective #{} twice", cs->rank,
+                                         chunk.ref.offset, d.coll_seq));
+      }
+    }
+    const size_t idx = d.coll == CollType::kAllGather ? 0 : cs->rank;
+    auto buf = pool_.Get(expect_bytes);
+    if (!buf) {
+      return ResourceExhausted(fmt::format("cannot allocate {} bytes for a chunk", expect_bytes));
+    }
+    slot.contribs[idx] = buf;
+    *payload_dst = buf.get();
+    cs->rx_chunk = true;
+    cs->rx_seq = d.coll_seq;
+    cs->rx_key = key;
+    return Status::Ok();
+  }
+
+  void SendTo(Job& job, uint32_t rank, OutMessage msg) {
+    ConnState* cs = job.ranks[rank];
+    if (cs == nullptr || cs->closing || cs->dead) return;
+    bytes_out_ += msg.payload_len;
+    cs->conn->Send(std::move(msg));
+    MarkDirty(cs);
+  }
+
+  void CompleteSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
+                    std::map<SlotKey, Slot>::iterator sit) {
+    CollState& coll = cit->second;
+    Slot& slot = sit->second;
+    const wire::CollDesc& d = coll.desc;
+    const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
+    const wire::ChunkDone done{d.coll_seq, slot.ref};
+    if (d.coll == CollType::kAllGather) {
+      std::shared_ptr<uint8_t> data = slot.contribs[0];
+      const uint32_t src = slot.ref.segment;
+      auto tracker = std::make_shared<AckAfterSends>();
+      tracker->job = job;
+      tracker->src = src;
+      tracker->done = done;
+      const auto meta = wire::EncodeResult(done);
+      for (uint32_t r = 0; r < job->nranks; ++r) {
+        if (r == src || job->ranks[r] == nullptr) continue;
+        OutMessage m = transport::MakeOutMessage(meta, data.get(), bytes);
+        m.keepalive = data;
+        ++tracker->remaining;
+        m.on_done = [this, tracker] {
+          if (--tracker->remaining == 0) SendAck(tracker->job, tracker->src, tracker->done);
+        };
+        SendTo(*job, r, std::move(m));
+      }
+      if (tracker->remaining == 0) SendAck(job, src, done);
+    } else {
+      std::vector<const void*> srcs(job->nranks);
+      for (uint32_t r = 0; r < job->nranks; ++r) srcs[r] = slot.contribs[r].get();
+      uint8_t* out = slot.contribs[0].get();
+      Status st = reduce::Combine(d.dtype, d.op, srcs.data(), static_cast<int>(job->nranks), out, slot.ref.count);
+      if (!st.ok()) {
+        FailJob(job, Code::kInternal, "reduction failed: " + st.message());
+        return;
+      }
+      std::shared_ptr<uint8_t> result = slot.contribs[0];
+      const auto result_meta = wire::EncodeResult(done);
+      for (uint32_t r = 0; r < job->nranks; ++r) {
+        if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
+          OutMessage m = transport::MakeOutMessage(result_meta, result.get(), bytes);
+          m.keepalive = result;
+          SendTo(*job, r, std::move(m));
+        } else {
+          SendTo(*job, r, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+        }
+      }
+    }
+    ++chunks_reduced_;
+    coll.elems_done += slot.ref.count;
+    coll.slots.erase(sit);
+    if (coll.elems_done >= d.server_elems && coll.slots.empty()) job->colls.erase(cit);
+  }
+
+  void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done) {
+    std::shared_ptr<Job> job = weak.lock();
+    if (!job || job->failed) return;
+    SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+  }
+
+  // Ends a job: every rank gets the error, the job's memory is freed, other jobs are untouched.
+  void FailJob(const std::shared_ptr<Job>& job, Code code, const std::string& text) {
+    if (job->failed) return;
+    job->failed = true;
+    ++jobs_failed_;
+    Log().warn("job {} failed: {}", job->hex, text);
+    const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
+    for (uint32_t r = 0; r < job->nranks; ++r) {
+      ConnState* cs = job->ranks[r];
+      if (cs == nullptr) continue;
+      job->ranks[r] = nullptr;
+      SendErrorAndClose(cs, Status(code, text), seq);
+      cs->job.reset();
+    }
+    job->colls.clear();
+    jobs_.erase(job->id);
+    jobs_active_.store(jobs_.size());
+  }
+
+  void MaybeRetireJob(const std::shared_ptr<Job>& job) {
+    for (uint32_t r = 0; r < job->nranks; ++r) {
+      if (job->ranks[r] != nullptr) return;
+    }
+    if (!job->colls.empty()) return;
+    Log().info("job {} finished", job->hex);
+    jobs_.erase(job->id);
+    jobs_active_.store(jobs_.size());
+  }
+
+  ServerOptions opts_;
+  transport::tcp::Socket listener_;
+  uint16_t port_ = 0;
+  transport::Poller poller_;
+  transport::Waker waker_;
+  std::atomic<bool> stop_{false};
+  BufferPool pool_;
+  std::unordered_map<ConnState*, std::unique_ptr<ConnState>> conns_;
+  std::unordered_map<wire::JobIdBytes, std::shared_ptr<Job>, JobIdHash> jobs_;
+  std::vector<ConnState*> dirty_;
+
+  std::atomic<uint64_t> jobs_active_{0}, connections_{0}, jobs_failed_{0}, chunks_reduced_{0}, bytes_in_{0},
+      bytes_out_{0}, buffers_outstanding_{0};
+};
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Server::~Server() = default;
+Status Server::Start() { return impl_->Start(); }
+uint16_t Server::port() const { return impl_->port(); }
+Status Server::Run() { return impl_->Run(); }
+void Server::Stop() { impl_->Stop(); }
+ServerStats Server::stats() const { return impl_->stats(); }
+
+}  // namespace optcast::server

@@ -1,0 +1,49 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "optcast/status.h"
+
+namespace optcast::transport {
+
+// Every transport moves messages made of a small `meta` block (the protocol's header, owned by
+// the wire layer) and an optional bulk `payload` that is sent from and received into the
+// caller's memory without staging copies.
+//
+// Stream framing (TCP): 16 bytes, little-endian: magic u32, meta_len u32, payload_len u64.
+inline constexpr uint32_t kFrameMagic = 0x4354504f;  // "OPTC"
+inline constexpr size_t kFrameHeaderSize = 16;
+inline constexpr uint32_t kMaxMetaBytes = 16 * 1024;
+
+class Connection;
+
+// One message to send. `payload` must stay valid until `on_done` runs (or `keepalive` owns it).
+struct OutMessage {
+  std::vector<uint8_t> head;  // frame header + meta, built by MakeOutMessage
+  const uint8_t* payload = nullptr;
+  uint64_t payload_len = 0;
+  std::shared_ptr<const void> keepalive;
+  std::function<void()> on_done;  // runs once the bytes are handed to the kernel
+};
+
+OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len);
+
+// Receives messages from a connection. Called from the thread that drives the connection.
+class MessageHandler {
+ public:
+  virtual ~MessageHandler() = default;
+  // The meta of a message has arrived. Point *payload_dst at payload_len writable bytes (ignored
+  // when payload_len is 0). An error closes the connection with that status.
+  virtual Status OnMessageMeta(Connection& conn, std::span<const uint8_t> meta, uint64_t payload_len,
+                               uint8_t** payload_dst) = 0;
+  // The payload has fully landed at *payload_dst.
+  virtual Status OnMessageComplete(Connection& conn) = 0;
+};
+
+}  // namespace optcast::transport

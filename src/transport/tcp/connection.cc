@@ -1,0 +1,209 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "transport/tcp/connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace optcast::transport {
+
+namespace {
+
+constexpr size_t kStagingBytes = 64 * 1024;
+constexpr size_t kMaxIov = 64;
+
+void PutU32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutU64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t GetU32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t GetU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len) {
+  OutMessage m;
+  m.head.resize(kFrameHeaderSize + meta.size());
+  PutU32(m.head.data(), kFrameMagic);
+  PutU32(m.head.data() + 4, static_cast<uint32_t>(meta.size()));
+  PutU64(m.head.data() + 8, payload_len);
+  if (!meta.empty()) std::memcpy(m.head.data() + kFrameHeaderSize, meta.data(), meta.size());
+  m.payload = static_cast<const uint8_t*>(payload);
+  m.payload_len = payload_len;
+  return m;
+}
+
+Connection::Connection(tcp::Socket socket, uint64_t max_payload, std::string peer)
+    : socket_(std::move(socket)), max_payload_(max_payload), peer_(std::move(peer)), staging_(kStagingBytes) {}
+
+Connection::~Connection() = default;
+
+void Connection::Send(OutMessage msg) { out_.push_back(std::move(msg)); }
+
+Status Connection::Flush() {
+  std::vector<std::function<void()>> done;
+  Status result;
+  while (!out_.empty()) {
+    iovec iov[kMaxIov];
+    size_t niov = 0;
+    size_t skip = out_offset_;
+    for (auto it = out_.begin(); it != out_.end() && niov + 2 <= kMaxIov; ++it) {
+      const size_t head_len = it->head.size();
+      if (skip < head_len) {
+        iov[niov++] = {const_cast<uint8_t*>(it->head.data()) + skip, head_len - skip};
+        skip = 0;
+      } else {
+        skip -= head_len;
+      }
+      if (it->payload_len > 0) {
+        iov[niov++] = {const_cast<uint8_t*>(it->payload) + skip, it->payload_len - skip};
+      }
+      skip = 0;
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = niov;
+    ssize_t n = ::sendmsg(socket_.fd(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      result = UnavailableError("send to " + peer_ + " failed: " + std::strerror(errno));
+      break;
+    }
+    size_t written = static_cast<size_t>(n);
+    while (written > 0 && !out_.empty()) {
+      OutMessage& front = out_.front();
+      const size_t total = front.head.size() + front.payload_len;
+      const size_t left = total - out_offset_;
+      if (written >= left) {
+        written -= left;
+        out_offset_ = 0;
+        if (front.on_done) done.push_back(std::move(front.on_done));
+        out_.pop_front();
+      } else {
+        out_offset_ += written;
+        written = 0;
+      }
+    }
+  }
+  for (auto& cb : done) cb();
+  return result;
+}
+
+Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
+  *progressed = false;
+  for (;;) {
+    const size_t avail = staged_end_ - staged_begin_;
+    if (state_ == ReadState::kHeader) {
+      if (avail < kFrameHeaderSize) return Status::Ok();
+      const uint8_t* h = staging_.data() + staged_begin_;
+      const uint32_t magic = GetU32(h);
+      if (magic != kFrameMagic) {
+        return ProtocolError("garbage from " + peer_ + ": bad frame magic " + std::to_string(magic) +
+                             "; is the peer an Optcast endpoint of the same version?");
+      }
+      meta_len_ = GetU32(h + 4);
+      payload_len_ = GetU64(h + 8);
+      if (meta_len_ == 0 || meta_len_ > kMaxMetaBytes) {
+        return ProtocolError("frame from " + peer_ + " has a header of " + std::to_string(meta_len_) +
+                             " bytes; the limit is " + std::to_string(kMaxMetaBytes));
+      }
+      if (payload_len_ > max_payload_) {
+        return ProtocolError("frame from " + peer_ + " carries " + std::to_string(payload_len_) +
+                             " bytes; the limit is " + std::to_string(max_payload_) + " per message");
+      }
+      staged_begin_ += kFrameHeaderSize;
+      state_ = ReadState::kMeta;
+      *progressed = true;
+      continue;
+    }
+    if (state_ == ReadState::kMeta) {
+      if (avail < meta_len_) return Status::Ok();
+      std::span<const uint8_t> meta(staging_.data() + staged_begin_, meta_len_);
+      payload_dst_ = nullptr;
+      OPTCAST_RETURN_IF_ERROR(handler.OnMessageMeta(*this, meta, payload_len_, &payload_dst_));
+      staged_begin_ += meta_len_;
+      payload_done_ = 0;
+      *progressed = true;
+      if (payload_len_ == 0) {
+        state_ = ReadState::kHeader;
+        OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
+        continue;
+      }
+      if (payload_dst_ == nullptr) return InternalError("no destination for a payload from " + peer_);
+      state_ = ReadState::kPayload;
+      continue;
+    }
+    // kPayload: drain what the staging buffer already holds.
+    if (avail == 0) return Status::Ok();
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(avail, payload_len_ - payload_done_));
+    std::memcpy(payload_dst_ + payload_done_, staging_.data() + staged_begin_, take);
+    staged_begin_ += take;
+    payload_done_ += take;
+    *progressed = true;
+    if (payload_done_ == payload_len_) {
+      state_ = ReadState::kHeader;
+      OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
+    } else {
+      return Status::Ok();
+    }
+  }
+}
+
+Status Connection::ReadAvailable(MessageHandler& handler, size_t budget) {
+  size_t consumed = 0;
+  for (;;) {
+    bool progressed = false;
+    OPTCAST_RETURN_IF_ERROR(ParseFromStaging(handler, &progressed));
+    if (consumed >= budget) return Status::Ok();
+    ssize_t n;
+    if (state_ == ReadState::kPayload && staged_begin_ == staged_end_ &&
+        payload_len_ - payload_done_ >= staging_.size() / 2) {
+      // Large remainder: receive straight into the destination.
+      n = ::recv(socket_.fd(), payload_dst_ + payload_done_,
+                 static_cast<size_t>(payload_len_ - payload_done_), MSG_DONTWAIT);
+      if (n > 0) {
+        payload_done_ += static_cast<uint64_t>(n);
+        consumed += static_cast<size_t>(n);
+        if (payload_done_ == payload_len_) {
+          state_ = ReadState::kHeader;
+          OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
+        }
+        continue;
+      }
+    } else {
+      if (staged_begin_ == staged_end_) {
+        staged_begin_ = staged_end_ = 0;
+      } else if (staged_begin_ > 0 && staging_.size() - staged_end_ < kMaxMetaBytes + kFrameHeaderSize) {
+        std::memmove(staging_.data(), staging_.data() + staged_begin_, staged_end_ - staged_begin_);
+        staged_end_ -= staged_begin_;
+        staged_begin_ = 0;
+      }
+      n = ::recv(socket_.fd(), staging_.data() + staged_end_, staging_.size() - staged_end_, MSG_DONTWAIT);
+      if (n > 0) {
+        staged_end_ += static_cast<size_t>(n);
+        consumed += static_cast<size_t>(n);
+        continue;
+      }
+    }
+    if (n == 0) return UnavailableError("connection to " + peer_ + " closed by the peer");
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+    if (errno == EINTR) continue;
+    return UnavailableError("receive from " + peer_ + " failed: " + std::strerror(errno));
+  }
+}
+
+}  // namespace optcast::transport

@@ -1,0 +1,60 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include "transport/message.h"
+#include "transport/tcp/socket.h"
+
+namespace optcast::transport {
+
+// A non-blocking, message-framed TCP connection. Not thread-safe: one thread drives it.
+class Connection {
+ public:
+  Connection(tcp::Socket socket, uint64_t max_payload, std::string peer);
+  ~Connection();
+
+  int fd() const { return socket_.fd(); }
+  const std::string& peer() const { return peer_; }
+
+  // Queues a message; bytes go out on Flush().
+  void Send(OutMessage msg);
+  // Writes what the socket accepts now. Error: the connection is broken.
+  Status Flush();
+  bool HasPendingWrites() const { return !out_.empty(); }
+  size_t PendingWriteCount() const { return out_.size(); }
+
+  // Reads what is available (up to `budget` bytes) and delivers complete messages to `handler`.
+  // Returns Unavailable when the peer closed, Protocol on garbage, or the handler's error.
+  Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20);
+
+  // Opaque pointer for the owner (the server keeps its per-connection state here).
+  void* user_data = nullptr;
+
+ private:
+  enum class ReadState { kHeader, kMeta, kPayload };
+
+  Status ParseFromStaging(MessageHandler& handler, bool* progressed);
+
+  tcp::Socket socket_;
+  uint64_t max_payload_;
+  std::string peer_;
+
+  // Receive side: small reads go through a staging buffer so that several small messages cost
+  // one syscall; large payloads are read straight into their destination.
+  std::vector<uint8_t> staging_;
+  size_t staged_begin_ = 0;
+  size_t staged_end_ = 0;
+  ReadState state_ = ReadState::kHeader;
+  uint32_t meta_len_ = 0;
+  uint64_t payload_len_ = 0;
+  uint64_t payload_done_ = 0;
+  uint8_t* payload_dst_ = nullptr;
+
+  // Send side.
+  std::deque<OutMessage> out_;
+  size_t out_offset_ = 0;  // bytes of out_.front() already written (head then payload)
+};
+
+}  // namespace optcast::transport

@@ -1,0 +1,49 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optcast/status.h"
+
+namespace optcast::transport {
+
+// A thin epoll wrapper: level-triggered readiness for many descriptors.
+class Poller {
+ public:
+  struct Event {
+    void* tag;
+    bool readable;
+    bool writable;
+    bool hangup;
+  };
+
+  Poller();
+  ~Poller();
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+  Status Add(int fd, void* tag, bool want_read, bool want_write);
+  Status Modify(int fd, void* tag, bool want_read, bool want_write);
+  void Remove(int fd);
+  // Waits up to timeout_ms (-1: forever) and fills `events`.
+  Status Wait(int timeout_ms, std::vector<Event>* events);
+
+ private:
+  int epfd_;
+};
+
+// An eventfd that wakes a Poller from another thread.
+class Waker {
+ public:
+  Waker();
+  ~Waker();
+  int fd() const { return fd_; }
+  void Wake();
+  void Drain();
+
+ private:
+  int fd_;
+};
+
+}  // namespace optcast::transport

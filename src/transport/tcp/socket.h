@@ -1,0 +1,56 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "common/env.h"
+#include "optcast/status.h"
+#include "transport/endpoint.h"
+
+namespace optcast::transport::tcp {
+
+// Owns a file descriptor; closes it on destruction.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { Close(); }
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void Close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Binds and listens. Port 0 picks a free port; LocalPort() tells which.
+Status Listen(const Endpoint& ep, Socket* out, int backlog = 1024);
+Status LocalPort(const Socket& s, uint16_t* port);
+
+// Connects, retrying refused/unreachable attempts until `deadline`; the error names the address.
+Status Connect(const Endpoint& ep, Deadline deadline, Socket* out);
+
+// Accepts one pending connection (listening socket may be non-blocking: returns Unavailable when
+// none is pending).
+Status Accept(const Socket& listener, Socket* out, std::string* peer = nullptr);
+
+// Tunes a data socket: TCP_NODELAY, large buffers, non-blocking when asked.
+Status ConfigureDataSocket(int fd, bool nonblocking);
+Status SetNonBlocking(int fd, bool on);
+
+// Blocking helpers with a deadline, for bootstrap and handshakes (poll + non-blocking I/O).
+Status SendAll(int fd, const void* data, size_t len, Deadline deadline);
+Status RecvAll(int fd, void* data, size_t len, Deadline deadline);
+
+}  // namespace optcast::transport::tcp

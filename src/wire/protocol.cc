@@ -1,0 +1,219 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "wire/protocol.h"
+
+#include <cstring>
+
+namespace optcast::wire {
+
+namespace {
+
+constexpr size_t kPrefix = 4;
+constexpr size_t kCollDescBytes = 8 + 4 + 8 + 8;
+constexpr size_t kChunkRefBytes = 4 + 8 + 4;
+constexpr size_t kMaxErrorText = 4096;
+
+class Writer {
+ public:
+  explicit Writer(MsgType type) {
+    U16(kProtocolVersion);
+    U16(static_cast<uint16_t>(type));
+  }
+  void U8(uint8_t v) { buf_.push_back(v); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void Bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+  }
+  std::vector<uint8_t> Take() { return std::move(buf_); }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t> buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  bool U8(uint8_t* v) { return Le(v, 1); }
+  bool U16(uint16_t* v) { return Le(v, 2); }
+  bool U32(uint32_t* v) { return Le(v, 4); }
+  bool U64(uint64_t* v) { return Le(v, 8); }
+  bool Bytes(void* p, size_t n) {
+    if (b_.size() - pos_ < n) return false;
+    std::memcpy(p, b_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return b_.size() - pos_; }
+
+ private:
+  template <typename T>
+  bool Le(T* v, int n) {
+    if (b_.size() - pos_ < static_cast<size_t>(n)) return false;
+    uint64_t x = 0;
+    for (int i = 0; i < n; ++i) x |= static_cast<uint64_t>(b_[pos_ + i]) << (8 * i);
+    pos_ += static_cast<size_t>(n);
+    *v = static_cast<T>(x);
+    return true;
+  }
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+};
+
+void PutDesc(Writer& w, const CollDesc& d) {
+  w.U64(d.coll_seq);
+  w.U8(static_cast<uint8_t>(d.coll));
+  w.U8(static_cast<uint8_t>(d.dtype));
+  w.U8(static_cast<uint8_t>(d.op));
+  w.U8(0);
+  w.U64(d.count);
+  w.U64(d.server_elems);
+}
+
+void PutRef(Writer& w, const ChunkRef& r) {
+  w.U32(r.segment);
+  w.U64(r.offset);
+  w.U32(r.count);
+}
+
+std::vector<uint8_t> EncodeDone(MsgType t, const ChunkDone& m) {
+  Writer w(t);
+  w.U64(m.coll_seq);
+  PutRef(w, m.ref);
+  return w.Take();
+}
+
+Status Truncated(const char* what) {
+  return ProtocolError(std::string("truncated or oversized ") + what + " message");
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeHello(const Hello& m) {
+  Writer w(MsgType::kHello);
+  w.Bytes(m.job_id.data(), m.job_id.size());
+  w.U32(m.nranks);
+  w.U32(m.rank);
+  w.U32(m.flags);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeWelcome(const Welcome& m) {
+  Writer w(MsgType::kWelcome);
+  w.U64(m.max_payload);
+  w.U32(m.job_timeout_ms);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeError(const ErrorMsg& m) {
+  Writer w(MsgType::kError);
+  const size_t len = std::min(m.text.size(), kMaxErrorText);
+  w.U32(static_cast<uint32_t>(m.code));
+  w.U64(m.coll_seq);
+  w.U32(static_cast<uint32_t>(len));
+  w.Bytes(m.text.data(), len);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeChunk(const Chunk& m) {
+  Writer w(MsgType::kChunk);
+  PutDesc(w, m.desc);
+  PutRef(w, m.ref);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeResult(const ChunkDone& m) { return EncodeDone(MsgType::kResult, m); }
+std::vector<uint8_t> EncodeAck(const ChunkDone& m) { return EncodeDone(MsgType::kAck, m); }
+std::vector<uint8_t> EncodeBye() { return Writer(MsgType::kBye).Take(); }
+
+Status Decode(std::span<const uint8_t> meta, Message* out) {
+  Reader r(meta);
+  uint16_t version = 0;
+  uint16_t type = 0;
+  if (!r.U16(&version) || !r.U16(&type)) return ProtocolError("message shorter than its 4-byte prefix");
+  if (version != kProtocolVersion) {
+    return ProtocolError("peer speaks protocol version " + std::to_string(version) + ", this side speaks " +
+                         std::to_string(kProtocolVersion) + "; run the same Optcast release on clients and servers");
+  }
+  out->type = static_cast<MsgType>(type);
+  switch (out->type) {
+    case MsgType::kHello: {
+      Hello& h = out->hello;
+      if (!r.Bytes(h.job_id.data(), h.job_id.size()) || !r.U32(&h.nranks) || !r.U32(&h.rank) ||
+          !r.U32(&h.flags) || r.remaining() != 0) {
+        return Truncated("hello");
+      }
+      return Status::Ok();
+    }
+    case MsgType::kWelcome: {
+      if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) || r.remaining() != 0) {
+        return Truncated("welcome");
+      }
+      return Status::Ok();
+    }
+    case MsgType::kError: {
+      uint32_t code = 0;
+      uint32_t len = 0;
+      if (!r.U32(&code) || !r.U64(&out->error.coll_seq) || !r.U32(&len) || len > kMaxErrorText ||
+          r.remaining() != len) {
+        return Truncated("error");
+      }
+      out->error.code = code <= static_cast<uint32_t>(Code::kCancelled) ? static_cast<Code>(code) : Code::kInternal;
+      out->error.text.resize(len);
+      if (len > 0 && !r.Bytes(out->error.text.data(), len)) return Truncated("error");
+      return Status::Ok();
+    }
+    case MsgType::kChunk: {
+      CollDesc& d = out->chunk.desc;
+      ChunkRef& c = out->chunk.ref;
+      uint8_t coll = 0, dtype = 0, op = 0, pad = 0;
+      if (r.remaining() != kCollDescBytes + kChunkRefBytes || !r.U64(&d.coll_seq) || !r.U8(&coll) ||
+          !r.U8(&dtype) || !r.U8(&op) || !r.U8(&pad) || !r.U64(&d.count) || !r.U64(&d.server_elems) ||
+          !r.U32(&c.segment) || !r.U64(&c.offset) || !r.U32(&c.count)) {
+        return Truncated("chunk");
+      }
+      if (!IsValidCollType(coll)) return ProtocolError("chunk names unknown collective " + std::to_string(coll));
+      if (!IsValidDataType(dtype)) return ProtocolError("chunk names unknown data type " + std::to_string(dtype));
+      if (!IsValidRedOp(op)) return ProtocolError("chunk names unknown reduction op " + std::to_string(op));
+      d.coll = static_cast<CollType>(coll);
+      d.dtype = static_cast<DataType>(dtype);
+      d.op = static_cast<RedOp>(op);
+      if (c.count == 0) return ProtocolError("chunk with zero elements");
+      return Status::Ok();
+    }
+    case MsgType::kResult:
+    case MsgType::kAck: {
+      ChunkDone& m = out->done;
+      if (r.remaining() != 8 + kChunkRefBytes || !r.U64(&m.coll_seq) || !r.U32(&m.ref.segment) ||
+          !r.U64(&m.ref.offset) || !r.U32(&m.ref.count)) {
+        return Truncated(out->type == MsgType::kResult ? "result" : "ack");
+      }
+      return Status::Ok();
+    }
+    case MsgType::kBye:
+      if (r.remaining() != 0) return Truncated("bye");
+      return Status::Ok();
+  }
+  return ProtocolError("unknown message type " + std::to_string(type));
+}
+
+Status PayloadBytes(DataType dtype, const ChunkRef& ref, uint64_t* bytes) {
+  *bytes = static_cast<uint64_t>(ref.count) * DataTypeSize(dtype);
+  return Status::Ok();
+}
+
+std::string JobIdHex(const JobIdBytes& id) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : id) {
+    s.push_back(kHex[b >> 4]);
+    s.push_back(kHex[b & 15]);
+  }
+  return s;
+}
+
+}  // namespace optcast::wire

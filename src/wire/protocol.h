@@ -1,0 +1,114 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// The Optcast protocol: the meta block of every message (see transport/message.h for framing).
+// Little-endian, fixed layouts, explicit lengths; every decode is bounds-checked.
+//
+//   common prefix : version u16, type u16
+//   Hello    (c->s): job_id[16] nranks u32 rank u32 flags u32
+//   Welcome  (s->c): max_payload u64 job_timeout_ms u32
+//   Error    (both): code u32 coll_seq u64 text_len u32 text[text_len]
+//   Chunk    (c->s): CollDesc segment u32 offset u64 count u32      + payload (count elements)
+//   Result   (s->c): coll_seq u64 segment u32 offset u64 count u32  + payload
+//   Ack      (s->c): coll_seq u64 segment u32 offset u64 count u32  (a chunk done, no data for you)
+//   Bye      (c->s): (nothing)  the rank leaves the job cleanly
+//   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 pad u8 count u64 server_elems u64
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "optcast/status.h"
+#include "optcast/types.h"
+
+namespace optcast::wire {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kDefaultPort = 8918;
+
+enum class MsgType : uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kError = 3,
+  kChunk = 4,
+  kResult = 5,
+  kAck = 6,
+  kBye = 7,
+};
+
+using JobIdBytes = std::array<uint8_t, 16>;
+
+struct Hello {
+  JobIdBytes job_id{};
+  uint32_t nranks = 0;
+  uint32_t rank = 0;
+  uint32_t flags = 0;
+};
+
+struct Welcome {
+  uint64_t max_payload = 0;
+  uint32_t job_timeout_ms = 0;
+};
+
+struct ErrorMsg {
+  Code code = Code::kInternal;
+  uint64_t coll_seq = 0;
+  std::string text;
+};
+
+// What every rank must agree on for one collective.
+struct CollDesc {
+  uint64_t coll_seq = 0;  // position of the collective in the communicator's sequence
+  CollType coll = CollType::kAllReduce;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  uint64_t count = 0;         // the collective's count argument (per-rank count for RS/AG)
+  uint64_t server_elems = 0;  // elements this server handles for this collective
+  bool operator==(const CollDesc&) const = default;
+};
+
+struct ChunkRef {
+  uint32_t segment = 0;  // 0 for allreduce; the owning rank for reduce-scatter / all-gather
+  uint64_t offset = 0;   // first element, in the collective's logical buffer
+  uint32_t count = 0;    // elements
+};
+
+struct Chunk {
+  CollDesc desc;
+  ChunkRef ref;
+};
+
+struct ChunkDone {  // Result and Ack
+  uint64_t coll_seq = 0;
+  ChunkRef ref;
+};
+
+// A decoded meta block.
+struct Message {
+  MsgType type = MsgType::kHello;
+  Hello hello;
+  Welcome welcome;
+  ErrorMsg error;
+  Chunk chunk;
+  ChunkDone done;
+};
+
+std::vector<uint8_t> EncodeHello(const Hello& m);
+std::vector<uint8_t> EncodeWelcome(const Welcome& m);
+std::vector<uint8_t> EncodeError(const ErrorMsg& m);
+std::vector<uint8_t> EncodeChunk(const Chunk& m);
+std::vector<uint8_t> EncodeResult(const ChunkDone& m);
+std::vector<uint8_t> EncodeAck(const ChunkDone& m);
+std::vector<uint8_t> EncodeBye();
+
+// Decodes and validates one meta block: version, type, exact length, enum ranges.
+Status Decode(std::span<const uint8_t> meta, Message* out);
+
+// Payload bytes a Chunk/Result of `ref` carries; fails on overflow.
+Status PayloadBytes(DataType dtype, const ChunkRef& ref, uint64_t* bytes);
+
+std::string JobIdHex(const JobIdBytes& id);
+
+}  // namespace optcast::wire

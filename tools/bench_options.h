@@ -1,0 +1,50 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optcast/types.h"
+
+namespace optcast::tools {
+
+struct BenchOptions {
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 64u << 20;
+  uint64_t factor = 2;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  std::vector<std::string> algos{"server", "ring"};
+
+  // Local mode: this many rank processes and servers on this machine.
+  int nranks = 4;
+  int nservers = 2;
+  std::string host = "127.0.0.1";
+
+  // Use these servers instead of starting local ones.
+  std::vector<std::string> servers;
+  // Multi-host mode: this process is one rank.
+  int rank = -1;
+  std::string rendezvous;
+
+  int timeout_ms = 30000;
+  size_t chunk_bytes = 0;
+  std::string json_path;
+  bool quiet = false;  // no table (the demo prints its own)
+};
+
+struct BenchRow {
+  std::string algo;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  uint64_t wrong = 0;
+};
+
+}  // namespace optcast::tools

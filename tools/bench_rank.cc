@@ -1,0 +1,186 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "tools/bench_rank.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "optcast/communicator.h"
+#include "ring/ring_allreduce.h"
+#include "tools/bench_check.h"
+
+namespace optcast::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs one AllReduce with the chosen algorithm.
+class Algo {
+ public:
+  virtual ~Algo() = default;
+  virtual Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) = 0;
+};
+
+class ServerAlgo : public Algo {
+ public:
+  explicit ServerAlgo(std::unique_ptr<Communicator> c) : comm_(std::move(c)) {}
+  Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) override {
+    return comm_->AllReduce(send, recv, count, dt, op);
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+};
+
+class RingAlgo : public Algo {
+ public:
+  explicit RingAlgo(std::unique_ptr<ring::RingAllReduce> r) : ring_(std::move(r)) {}
+  Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) override {
+    return ring_->AllReduce(send, recv, count, dt, op);
+  }
+
+ private:
+  std::unique_ptr<ring::RingAllReduce> ring_;
+};
+
+void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers) {
+  std::printf("# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
+              algo == "server" ? fmt::format("servers: {}", nservers).c_str() : "(peer-to-peer ring)");
+  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
+              "#wrong");
+  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::fflush(stdout);
+}
+
+Status Fail(const std::string& what, const Status& st) { return Status(st.code(), what + ": " + st.message()); }
+
+}  // namespace
+
+int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std::vector<std::string>& servers) {
+  const int rank = rv.rank();
+  const int nranks = rv.nranks();
+  const size_t esize = DataTypeSize(opts.dtype);
+  auto report = [&](const Status& st) {
+    std::fprintf(stderr, "optcast bench: rank %d: %s\n", rank, st.ToString().c_str());
+    return 1;
+  };
+
+  // Rank 0 names the job; all ranks join it.
+  std::string job_hex = rank == 0 ? JobId::Random().ToHex() : std::string();
+  if (Status st = rv.Broadcast(&job_hex); !st.ok()) return report(st);
+
+  std::vector<std::pair<std::string, std::unique_ptr<Algo>>> algos;
+  for (const std::string& name : opts.algos) {
+    if (name == "server") {
+      CommunicatorOptions co;
+      co.servers = servers;
+      co.job_id = *JobId::FromHex(job_hex);
+      co.nranks = nranks;
+      co.rank = rank;
+      co.timeout = std::chrono::milliseconds(opts.timeout_ms);
+      co.chunk_bytes = opts.chunk_bytes;
+      if (Status st = ApplyEnvironment(&co); !st.ok()) return report(st);
+      co.servers = servers;
+      std::unique_ptr<Communicator> comm;
+      if (Status st = Communicator::Create(co, &comm); !st.ok()) return report(Fail("connecting to the servers", st));
+      algos.emplace_back(name, std::make_unique<ServerAlgo>(std::move(comm)));
+    } else if (name == "ring") {
+      std::unique_ptr<ring::RingAllReduce> ring;
+      Status st = ring::RingAllReduce::Create(rv, rv.local_host(), std::chrono::milliseconds(opts.timeout_ms), &ring);
+      if (!st.ok()) return report(Fail("building the ring", st));
+      algos.emplace_back(name, std::make_unique<RingAlgo>(std::move(ring)));
+    } else {
+      return report(InvalidArgument("unknown algorithm '" + name + "'; use server or ring"));
+    }
+  }
+
+  const uint64_t max_count = std::max<uint64_t>(1, opts.max_bytes / esize);
+  std::vector<uint8_t> send(max_count * esize);
+  std::vector<uint8_t> recv(max_count * esize);
+  FillBenchInput(opts.dtype, opts.op, rank, send.data(), max_count);
+
+  std::vector<BenchRow> rows;
+  const double bus_factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
+  for (auto& [name, algo] : algos) {
+    if (rank == 0 && !opts.quiet) PrintHeader(opts, name, nranks, servers.size());
+    for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
+      const uint64_t count = std::max<uint64_t>(1, bytes / esize);
+      for (int i = 0; i < opts.warmup; ++i) {
+        if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+      }
+      if (Status st = rv.Barrier(); !st.ok()) return report(st);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < opts.iters; ++i) {
+        if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+      }
+      const double my_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts.iters;
+      uint64_t wrong = 0;
+      if (opts.check) {
+        std::memset(recv.data(), 0xa5, count * esize);
+        if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+        wrong = CountWrong(opts.dtype, opts.op, nranks, recv.data(), count);
+      }
+      std::vector<std::string> all;
+      if (Status st = rv.AllGather(fmt::format("{} {}", my_us, wrong), &all); !st.ok()) return report(st);
+      if (rank == 0) {
+        BenchRow row;
+        row.algo = name;
+        row.bytes = count * esize;
+        row.count = count;
+        for (const auto& s : all) {
+          double us = 0;
+          unsigned long long w = 0;
+          std::sscanf(s.c_str(), "%lf %llu", &us, &w);
+          row.time_us = std::max(row.time_us, us);  // the slowest rank sets the pace
+          row.wrong += w;
+        }
+        row.algbw_gbps = row.bytes / row.time_us / 1e3;
+        row.busbw_gbps = row.algbw_gbps * bus_factor;
+        rows.push_back(row);
+        if (!opts.quiet) {
+          std::printf("%12llu %12llu %8s %6s %10.2f %8.3f %8.3f %7llu\n", static_cast<unsigned long long>(row.bytes),
+                      static_cast<unsigned long long>(row.count), DataTypeName(opts.dtype), RedOpName(opts.op),
+                      row.time_us, row.algbw_gbps, row.busbw_gbps, static_cast<unsigned long long>(row.wrong));
+          std::fflush(stdout);
+        }
+      }
+      if (opts.factor < 2) break;
+    }
+  }
+  if (rank == 0) {
+    uint64_t total_wrong = 0;
+    for (const auto& r : rows) total_wrong += r.wrong;
+    if (!opts.quiet) std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+                                 total_wrong ? "FAILED" : "OK");
+    if (!opts.json_path.empty()) {
+      nlohmann::json j;
+      j["nranks"] = nranks;
+      j["nservers"] = servers.size();
+      j["dtype"] = DataTypeName(opts.dtype);
+      j["op"] = RedOpName(opts.op);
+      j["iters"] = opts.iters;
+      j["results"] = nlohmann::json::array();
+      for (const auto& r : rows) {
+        j["results"].push_back({{"algo", r.algo},
+                                {"bytes", r.bytes},
+                                {"count", r.count},
+                                {"time_us", r.time_us},
+                                {"algbw_gbps", r.algbw_gbps},
+                                {"busbw_gbps", r.busbw_gbps},
+                                {"wrong", r.wrong}});
+      }
+      std::ofstream(opts.json_path) << j.dump(2) << "\n";
+    }
+    if (total_wrong > 0) return 2;
+  }
+  return 0;
+}
+
+}  // namespace optcast::tools

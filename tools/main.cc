@@ -1,0 +1,21 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// `optcast`: one binary with subcommands, like git.
+
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Optcast: AllReduce offload to CPU reduction servers"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "optcast 0.1.0");
+  auto server = optcast::tools::AddServerCommand(app);
+  auto bench = optcast::tools::AddBenchCommand(app);
+  auto demo = optcast::tools::AddDemoCommand(app);
+  CLI11_PARSE(app, argc, argv);
+  const std::string name = app.get_subcommands().front()->get_name();
+  if (name == "server") return server();
+  if (name == "bench") return bench();
+  if (name == "demo") return demo();
+  return 1;
+}
