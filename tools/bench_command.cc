@@ -119,6 +119,12 @@ int RunBench(BenchOptions opts) {
     std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
     return 1;
   }
+  const auto rss = cluster.ServerPeakRss();
+  if (!rss.empty() && !opts.quiet) {
+    std::printf("# server peak RSS (MiB):");
+    for (uint64_t b : rss) std::printf(" %.1f", b / 1048576.0);
+    std::printf("\n");
+  }
   return 0;
 }
 

@@ -5,6 +5,12 @@
 
 namespace optcast::client {
 
+int ServersToUse(DataType dtype, uint64_t count, int nservers) {
+  const uint64_t bytes = count * DataTypeSize(dtype);
+  const uint64_t by_size = std::max<uint64_t>(1, bytes / kMinShardBytes);
+  return static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nservers), by_size));
+}
+
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
                           uint64_t max_payload) {
   const uint64_t esize = DataTypeSize(dtype);

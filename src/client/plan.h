@@ -17,6 +17,12 @@ namespace optcast::client {
 using optcast::Range;
 using optcast::Shard;
 
+// How many of the `nservers` servers a collective of `count` elements (per segment) is striped
+// over: all of them, except that a small message keeps at least kMinShardBytes per server, since
+// splitting a few bytes over many servers adds hops and wake-ups without adding bandwidth.
+inline constexpr uint64_t kMinShardBytes = 16 * 1024;
+int ServersToUse(DataType dtype, uint64_t count, int nservers);
+
 // Elements per chunk. `override_bytes` > 0 wins; otherwise about a quarter of the largest shard,
 // between 64 KiB and 1 MiB, so that a large message is pipelined and a small one is one chunk.
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,

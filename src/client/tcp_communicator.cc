@@ -265,14 +265,17 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     }
     if (count > 0) {
       const int nservers = static_cast<int>(servers_.size());
-      const uint64_t chunk_elems = ChooseChunkElems(dtype, count, nservers, opts_.chunk_bytes, min_max_payload_);
-      for (int j = 0; j < nservers; ++j) {
-        ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, nservers, j, chunk_elems);
+      const int used = ServersToUse(dtype, count, nservers);
+      // Small collectives use fewer servers; rotating the first one spreads them over all.
+      const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
+      const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_);
+      for (int j = 0; j < used; ++j) {
+        ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, used, j, chunk_elems);
         if (plan.server_elems == 0) continue;
         PendingSends ps{req.get(), req->desc, std::move(plan.sends), 0};
         ps.desc.server_elems = plan.server_elems;
         req->outstanding += plan.expected_replies;
-        servers_[j].queue.push_back(std::move(ps));
+        servers_[(first + j) % nservers].queue.push_back(std::move(ps));
       }
     }
     Request* raw = req.release();
