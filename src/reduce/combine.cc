@@ -79,7 +79,10 @@ struct SumOp {
 struct ProdOp {
   template <typename A>
   static A Apply(A acc, A v) {
-    return static_cast<A>(acc * v);
+    // Narrow unsigned types promote to int, where e.g. 65535 * 65535 would overflow: multiply
+    // them as unsigned int instead.
+    using Wide = std::conditional_t<std::is_integral_v<A> && sizeof(A) < sizeof(unsigned), unsigned, A>;
+    return static_cast<A>(static_cast<Wide>(acc) * static_cast<Wide>(v));
   }
 };
 // Plain comparisons, not IEEE minNum: min = acc < v ? acc : v, max = acc > v ? acc : v. This is
@@ -105,33 +108,24 @@ struct Kernel {
   using S = typename Codec::Storage;
   using A = typename Codec::Acc;
 
-  // acc[i] = op(srcs[0][i], ..., srcs[kSources-1][i]).
-  template <int kSources, size_t kLen>
-  static void Start(A* acc, const S* const* srcs, size_t offset, size_t len) {
-    const size_t n = kLen != 0 ? kLen : len;
-    const S* s0 = srcs[0] + offset;
-    const S* s1 = kSources > 1 ? srcs[1] + offset : nullptr;
-    const S* s2 = kSources > 2 ? srcs[2] + offset : nullptr;
-    const S* s3 = kSources > 3 ? srcs[3] + offset : nullptr;
-    for (size_t i = 0; i < n; ++i) {
-      A v = Codec::Load(s0[i]);
-      if constexpr (kSources > 1) v = Op::Apply(v, Codec::Load(s1[i]));
-      if constexpr (kSources > 2) v = Op::Apply(v, Codec::Load(s2[i]));
-      if constexpr (kSources > 3) v = Op::Apply(v, Codec::Load(s3[i]));
-      acc[i] = v;
-    }
-  }
+  static const S* Typed(const void* p) { return static_cast<const S*>(p); }
 
-  // acc[i] = op(acc[i], srcs[0][i], ..., srcs[kSources-1][i]).
-  template <int kSources, size_t kLen>
-  static void Continue(A* acc, const S* const* srcs, size_t offset, size_t len) {
+  // First pass: acc[i] = op(srcs[0][i], ..., srcs[kSources-1][i]).
+  // Later passes: acc[i] = op(acc[i], srcs[0][i], ..., srcs[kSources-1][i]).
+  template <bool kFirstPass, int kSources, size_t kLen>
+  static void Fold(A* acc, const void* const* srcs, size_t offset, size_t len) {
     const size_t n = kLen != 0 ? kLen : len;
-    const S* s0 = srcs[0] + offset;
-    const S* s1 = kSources > 1 ? srcs[1] + offset : nullptr;
-    const S* s2 = kSources > 2 ? srcs[2] + offset : nullptr;
-    const S* s3 = kSources > 3 ? srcs[3] + offset : nullptr;
+    const S* s0 = Typed(srcs[0]) + offset;
+    const S* s1 = kSources > 1 ? Typed(srcs[1]) + offset : nullptr;
+    const S* s2 = kSources > 2 ? Typed(srcs[2]) + offset : nullptr;
+    const S* s3 = kSources > 3 ? Typed(srcs[3]) + offset : nullptr;
     for (size_t i = 0; i < n; ++i) {
-      A v = Op::Apply(acc[i], Codec::Load(s0[i]));
+      A v;
+      if constexpr (kFirstPass) {
+        v = Codec::Load(s0[i]);
+      } else {
+        v = Op::Apply(acc[i], Codec::Load(s0[i]));
+      }
       if constexpr (kSources > 1) v = Op::Apply(v, Codec::Load(s1[i]));
       if constexpr (kSources > 2) v = Op::Apply(v, Codec::Load(s2[i]));
       if constexpr (kSources > 3) v = Op::Apply(v, Codec::Load(s3[i]));
@@ -152,34 +146,22 @@ struct Kernel {
     }
   }
 
+  // Folds `sources` (1..kMaxSourcesPerPass) sources; the switch runs per block, not per element.
   template <bool kFirstPass, size_t kLen>
-  static void Pass(A* acc, const S* const* srcs, int sources, size_t offset, size_t len) {
-    // The branch is per block, not per element.
+  static void Pass(A* acc, const void* const* srcs, int sources, size_t offset, size_t len) {
+    static_assert(kMaxSourcesPerPass == 4);
     switch (sources) {
-      case 1:
-        if constexpr (kFirstPass) Start<1, kLen>(acc, srcs, offset, len);
-        else Continue<1, kLen>(acc, srcs, offset, len);
-        break;
-      case 2:
-        if constexpr (kFirstPass) Start<2, kLen>(acc, srcs, offset, len);
-        else Continue<2, kLen>(acc, srcs, offset, len);
-        break;
-      case 3:
-        if constexpr (kFirstPass) Start<3, kLen>(acc, srcs, offset, len);
-        else Continue<3, kLen>(acc, srcs, offset, len);
-        break;
-      default:
-        if constexpr (kFirstPass) Start<4, kLen>(acc, srcs, offset, len);
-        else Continue<4, kLen>(acc, srcs, offset, len);
-        break;
+      case 1: return Fold<kFirstPass, 1, kLen>(acc, srcs, offset, len);
+      case 2: return Fold<kFirstPass, 2, kLen>(acc, srcs, offset, len);
+      case 3: return Fold<kFirstPass, 3, kLen>(acc, srcs, offset, len);
+      default: return Fold<kFirstPass, 4, kLen>(acc, srcs, offset, len);
     }
   }
 
   // One block: every source folded in order into acc, then narrowed into dst. dst is written
   // only after all sources of the block were read, which is what makes dst == srcs[0] safe.
   template <size_t kLen>
-  static void Block(const S* const* srcs, int nsrc, S* dst, A divisor, size_t offset,
-                    size_t len) {
+  static void Block(const void* const* srcs, int nsrc, S* dst, A divisor, size_t offset, size_t len) {
     alignas(64) A acc[kBlockElems];
     const int first = std::min(nsrc, kMaxSourcesPerPass);
     Pass<true, kLen>(acc, srcs, first, offset, len);
@@ -189,9 +171,7 @@ struct Kernel {
     Finish<kLen>(acc, dst, divisor, offset, len);
   }
 
-  static void Run(const void* const* untyped_srcs, int nsrc, void* untyped_dst, size_t count,
-                  int divisor) {
-    const S* const* srcs = reinterpret_cast<const S* const*>(untyped_srcs);
+  static void Run(const void* const* srcs, int nsrc, void* untyped_dst, size_t count, int divisor) {
     S* dst = static_cast<S*>(untyped_dst);
     const A typed_divisor = static_cast<A>(divisor);
     size_t i = 0;
@@ -262,17 +242,14 @@ Status CheckTypeAndOp(DataType dtype, RedOp op) {
 }
 
 // Shared by Combine, Accumulate and FinishAverage: avg divides by `divisor`, not by nsrc.
-Status Reduce(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst,
-              size_t count, int divisor) {
+Status Reduce(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
   OPTCAST_RETURN_IF_ERROR(CheckTypeAndOp(dtype, op));
   if (nsrc < 1) {
-    return InvalidArgument("reduction needs at least one source, got nsrc=" +
-                           std::to_string(nsrc));
+    return InvalidArgument("reduction needs at least one source, got nsrc=" + std::to_string(nsrc));
   }
   if (count == 0) return Status::Ok();
   if (srcs == nullptr || dst == nullptr) {
-    return InvalidArgument("reduction of " + std::to_string(count) +
-                           " elements got a null source list or destination");
+    return InvalidArgument("reduction of " + std::to_string(count) + " elements got a null source list or destination");
   }
   for (int s = 0; s < nsrc; ++s) {
     if (srcs[s] == nullptr) {
@@ -285,8 +262,7 @@ Status Reduce(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void*
 
 }  // namespace
 
-Status Combine(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst,
-               size_t count) {
+Status Combine(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count) {
   return Reduce(dtype, op, srcs, nsrc, dst, count, nsrc);
 }
 

@@ -22,19 +22,20 @@ inline uint32_t Select(uint32_t mask, uint32_t if_set, uint32_t if_clear) {
 }
 
 inline float HalfBitsToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t magnitude = h & 0x7fffu;  // exponent and mantissa
-  const uint32_t exponent = magnitude & 0x7c00u;
-  const uint32_t shifted = magnitude << 13;  // mantissa lands in the top of the float mantissa
-  // Normal: rebias the exponent from 15 to 127.
-  const uint32_t normal = shifted + ((127u - 15u) << 23);
-  // Inf/NaN: exponent all ones; NaNs get the quiet bit.
-  const uint32_t inf_or_nan = shifted | 0x7f800000u | (MaskIf(magnitude > 0x7c00u) & 0x00400000u);
-  // Zero/subnormal: mantissa * 2^-24, exact in float32.
-  const float subnormal = static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f;
-  const uint32_t result = Select(MaskIf(exponent == 0), std::bit_cast<uint32_t>(subnormal),
-                                 Select(MaskIf(exponent == 0x7c00u), inf_or_nan, normal));
-  return std::bit_cast<float>(sign | result);
+  const uint32_t magnitude = h & 0x7fffu;    // exponent and mantissa
+  const uint32_t shifted = magnitude << 13;  // both land in their float32 positions
+  const uint32_t exponent = shifted & 0x0f800000u;
+  const uint32_t is_zero_or_subnormal = MaskIf(exponent == 0);
+  const uint32_t is_inf_or_nan = MaskIf(exponent == 0x0f800000u);
+  // Rebias the exponent from 15 to 127; inf/NaN go on to the all-ones exponent.
+  uint32_t bits = shifted + ((127u - 15u) << 23);
+  bits += is_inf_or_nan & ((128u - 16u) << 23);
+  // Zero/subnormal: read as 2^-14 * (1 + m/1024), then subtract 2^-14 (exact) to get m * 2^-24.
+  bits += is_zero_or_subnormal & (1u << 23);
+  const float subnormal_offset = std::bit_cast<float>(is_zero_or_subnormal & 0x38800000u);
+  uint32_t result = std::bit_cast<uint32_t>(std::bit_cast<float>(bits) - subnormal_offset);
+  result |= MaskIf(magnitude > 0x7c00u) & 0x00400000u;  // quiet NaNs
+  return std::bit_cast<float>(result | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
 inline uint16_t FloatToHalfBits(float f) {
@@ -55,14 +56,12 @@ inline uint16_t FloatToHalfBits(float f) {
   const uint32_t subnormal = std::bit_cast<uint32_t>(magnitude_f + 0.5f) - 0x3f000000u;
 
   const uint32_t finite = Select(MaskIf(magnitude < 0x38800000), subnormal, normal);  // < 2^-14
-  const uint32_t result = Select(MaskIf(magnitude > 0x7f800000), nan,
-                                 Select(MaskIf(magnitude >= 0x47800000), 0x7c00u, finite));
+  const uint32_t result =
+      Select(MaskIf(magnitude > 0x7f800000), nan, Select(MaskIf(magnitude >= 0x47800000), 0x7c00u, finite));
   return static_cast<uint16_t>(sign | result);
 }
 
-inline float BFloat16BitsToFloat(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+inline float BFloat16BitsToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 inline uint16_t FloatToBFloat16Bits(float f) {
   const uint32_t bits = std::bit_cast<uint32_t>(f);
