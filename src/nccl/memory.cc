@@ -1,0 +1,44 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "nccl/memory.h"
+
+#include "nccl/logging.h"
+
+namespace optcast::nccl {
+
+namespace {
+constexpr uint64_t kRegionMagic = 0x4f50434d454d5247;  // "OPCMEMRG"
+}  // namespace
+
+ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle) {
+  if (mhandle == nullptr) return ncclInvalidArgument;
+  *mhandle = nullptr;
+  if (type != kPtrHost) {
+    OPTCAST_NCCL_WARN(
+        "regMr of {} bytes with pointer type {}: only host memory is supported (ptrSupport = "
+        "NCCL_PTR_HOST); GPU buffers are staged through host memory by NCCL",
+        size, type);
+    return ncclInternalError;
+  }
+  *mhandle = new MemRegion{kRegionMagic, data, size, type};
+  return ncclSuccess;
+}
+
+ncclResult_t RegisterDmaBuf(void** mhandle) {
+  if (mhandle != nullptr) *mhandle = nullptr;
+  OPTCAST_NCCL_WARN("regMrDmaBuf called, but the plugin does not advertise NCCL_PTR_DMABUF");
+  return ncclInternalError;
+}
+
+ncclResult_t DeregisterMemory(void* mhandle) {
+  if (mhandle == nullptr) return ncclSuccess;
+  auto* region = static_cast<MemRegion*>(mhandle);
+  if (region->magic != kRegionMagic) {
+    OPTCAST_NCCL_WARN("deregMr with a handle that this plugin did not create");
+    return ncclInvalidArgument;
+  }
+  region->magic = 0;
+  delete region;
+  return ncclSuccess;
+}
+
+}  // namespace optcast::nccl

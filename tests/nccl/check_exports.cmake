@@ -1,0 +1,25 @@
+# Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+# Fails unless the plugin's dynamic symbol table defines exactly ncclNetPlugin_v6..v12 and
+# ncclCollNetPlugin_v6..v12 (nothing from Optcast, fmt, spdlog or the C++ library).
+# Usage: cmake -DNM=<nm> -DLIB=<libnccl-net-optcast.so> -P check_exports.cmake
+execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIB}")
+endif()
+string(REPLACE "\n" ";" lines "${out}")
+set(found "")
+foreach(line IN LISTS lines)
+  if(line STREQUAL "")
+    continue()
+  endif()
+  string(REGEX REPLACE "^.* " "" sym "${line}")
+  if(NOT sym MATCHES "^nccl(Coll)?NetPlugin_v([6-9]|1[0-2])$")
+    message(FATAL_ERROR "unexpected exported symbol: ${sym}")
+  endif()
+  list(APPEND found ${sym})
+endforeach()
+list(LENGTH found n)
+if(NOT n EQUAL 14)
+  message(FATAL_ERROR "expected 14 plugin tables, found ${n}: ${found}")
+endif()
+message(STATUS "exports: ${found}")
