@@ -9,6 +9,8 @@ PACKAGES=(
   libfmt-dev libspdlog-dev                     # formatting and logging
   nlohmann-json3-dev                           # JSON results
   libhwy-dev                                   # SIMD reduction kernels
+  libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
+  gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
 )
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
+#include "tools/emu/emu_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Optcast: AllReduce offload to CPU reduction servers"};
@@ -12,10 +13,12 @@ int main(int argc, char** argv) {
   auto server = optcast::tools::AddServerCommand(app);
   auto bench = optcast::tools::AddBenchCommand(app);
   auto demo = optcast::tools::AddDemoCommand(app);
+  auto emu = optcast::tools::AddEmuCommand(app);
   CLI11_PARSE(app, argc, argv);
   const std::string name = app.get_subcommands().front()->get_name();
   if (name == "server") return server();
   if (name == "bench") return bench();
   if (name == "demo") return demo();
+  if (name == "emu") return emu();
   return 1;
 }

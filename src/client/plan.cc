@@ -18,8 +18,11 @@ uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t o
   if (override_bytes > 0) {
     bytes = override_bytes;
   } else {
+    // Many small chunks keep the pipeline short at both ends of a collective (the first result
+    // returns early, the last uploads are not followed by a long tail of results), while 32 KiB
+    // keeps per-message costs small.
     const uint64_t shard_bytes = Shard(count, nservers, 0).len * esize;
-    bytes = std::clamp<uint64_t>((shard_bytes / 4 + 4095) / 4096 * 4096, 64u << 10, 1u << 20);
+    bytes = std::clamp<uint64_t>((shard_bytes / 16 + 4095) / 4096 * 4096, kMinChunkBytes, kMaxChunkBytes);
   }
   bytes = std::min<uint64_t>(bytes, max_payload);
   return std::max<uint64_t>(1, bytes / esize);

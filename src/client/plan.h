@@ -23,10 +23,19 @@ using optcast::Shard;
 inline constexpr uint64_t kMinShardBytes = 16 * 1024;
 int ServersToUse(DataType dtype, uint64_t count, int nservers);
 
-// Elements per chunk. `override_bytes` > 0 wins; otherwise about a quarter of the largest shard,
-// between 64 KiB and 1 MiB, so that a large message is pipelined and a small one is one chunk.
+// Elements per chunk. `override_bytes` > 0 wins; otherwise a sixteenth of the largest shard,
+// between kMinChunkBytes and kMaxChunkBytes, so a large message is pipelined and a small one is
+// one chunk.
+inline constexpr uint64_t kMinChunkBytes = 32 * 1024;
+inline constexpr uint64_t kMaxChunkBytes = 128 * 1024;
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
                           uint64_t max_payload);
+
+// Bytes in flight per server connection (at least kMinWindowChunks chunks, at most
+// kMaxWindowChunks). More than the path needs only adds a tail of results after the last upload.
+inline constexpr uint64_t kWindowBytes = 512 * 1024;
+inline constexpr int kMinWindowChunks = 2;
+inline constexpr int kMaxWindowChunks = 16;
 
 // What one rank does with one server for one collective.
 struct ServerPlan {

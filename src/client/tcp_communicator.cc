@@ -35,8 +35,6 @@ class Request {
 namespace client {
 namespace {
 
-constexpr int kDefaultWindow = 8;
-
 // A collective's chunks still to be sent to one server.
 struct PendingSends {
   Request* req;
@@ -49,10 +47,12 @@ struct ServerLink {
   std::string address;
   std::unique_ptr<transport::Connection> conn;
   uint64_t max_payload = 0;
-  int inflight = 0;  // chunks sent whose result/ack has not come back
+  int inflight = 0;             // chunks sent whose result/ack has not come back
+  uint64_t inflight_bytes = 0;  // their payload bytes
   std::deque<PendingSends> queue;
   Request* rx_req = nullptr;
   bool rx_credit = false;
+  uint64_t rx_bytes = 0;
 };
 
 Status ReadFrameBlocking(int fd, Deadline deadline, std::vector<uint8_t>* meta) {
@@ -129,7 +129,6 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     min_max_payload_ = UINT64_MAX;
     for (auto& s : servers_) min_max_payload_ = std::min(min_max_payload_, s.max_payload);
     for (auto& s : servers_) s.conn->user_data = &s;
-    window_ = opts_.window > 0 ? opts_.window : kDefaultWindow;
     return Status::Ok();
   }
 
@@ -190,7 +189,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     const wire::ChunkRef& ref = msg.done.ref;
     if (msg.type == wire::MsgType::kAck) {
       if (payload_len != 0) return ProtocolError("ack with a payload");
-      --link->inflight;
+      ReturnCredit(link, ref.count * req->esize);
       Complete(req);
       return Status::Ok();
     }
@@ -222,13 +221,14 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     *payload_dst = req->recv + dst_elem * req->esize;
     link->rx_req = req;
     link->rx_credit = req->desc.coll != CollType::kAllGather;
+    link->rx_bytes = payload_len;
     return Status::Ok();
   }
 
   Status OnMessageComplete(transport::Connection& c) override {
     auto* link = static_cast<ServerLink*>(c.user_data);
     if (link->rx_req == nullptr) return Status::Ok();
-    if (link->rx_credit) --link->inflight;
+    if (link->rx_credit) ReturnCredit(link, link->rx_bytes);
     Request* req = link->rx_req;
     link->rx_req = nullptr;
     last_progress_ = Clock::now();
@@ -304,16 +304,30 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     return st;
   }
 
+  bool WindowHasRoom(const ServerLink& s, uint64_t bytes) const {
+    if (opts_.window > 0) return s.inflight < opts_.window;
+    if (s.inflight < kMinWindowChunks) return true;
+    return s.inflight < kMaxWindowChunks && s.inflight_bytes + bytes <= kWindowBytes;
+  }
+
+  static void ReturnCredit(ServerLink* link, uint64_t bytes) {
+    --link->inflight;
+    link->inflight_bytes -= std::min(link->inflight_bytes, bytes);
+  }
+
   // Queues chunks up to the window on every link.
   void FillWindows() {
     for (auto& s : servers_) {
-      while (s.inflight < window_ && !s.queue.empty()) {
+      while (!s.queue.empty()) {
         PendingSends& ps = s.queue.front();
         if (ps.next == ps.chunks.size()) {
           s.queue.pop_front();
           continue;
         }
-        const wire::ChunkRef& ref = ps.chunks[ps.next++];
+        const wire::ChunkRef& ref = ps.chunks[ps.next];
+        const uint64_t bytes = static_cast<uint64_t>(ref.count) * ps.req->esize;
+        if (!WindowHasRoom(s, bytes)) break;
+        ++ps.next;
         const uint8_t* src = ps.req->send;
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
@@ -321,6 +335,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         s.conn->Send(transport::MakeOutMessage(wire::EncodeChunk(chunk), src + src_elem * ps.req->esize,
                                                static_cast<uint64_t>(ref.count) * ps.req->esize));
         ++s.inflight;
+        s.inflight_bytes += bytes;
         if (ps.next == ps.chunks.size()) s.queue.pop_front();
       }
     }
@@ -394,7 +409,6 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
   std::mutex mu_;
   std::vector<ServerLink> servers_;
   uint64_t min_max_payload_ = 0;
-  int window_ = kDefaultWindow;
   std::unordered_map<uint64_t, Request*> active_;
   uint64_t next_seq_ = 1;
   Status broken_;

@@ -45,7 +45,8 @@ Status Connect(const Endpoint& ep, Deadline deadline, Socket* out);
 // none is pending).
 Status Accept(const Socket& listener, Socket* out, std::string* peer = nullptr);
 
-// Tunes a data socket: TCP_NODELAY, large buffers, non-blocking when asked.
+// Tunes a data socket: TCP_NODELAY and keep-alive (buffer sizes stay auto-tuned), non-blocking
+// when asked.
 Status ConfigureDataSocket(int fd, bool nonblocking);
 Status SetNonBlocking(int fd, bool on);
 

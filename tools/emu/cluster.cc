@@ -1,0 +1,281 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "tools/emu/cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tools/emu/runner.h"
+
+namespace optcast::tools::emu {
+
+namespace {
+
+constexpr char kBridge[] = "br0";
+constexpr char kHostIface[] = "eth0";
+
+// ip and tc live in /usr/sbin, which is not in every user's PATH (sudo adds it).
+std::string Tool(const char* name) {
+  if (InPath(name)) return name;
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+    std::string p = std::string(dir) + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return name;
+}
+
+const std::string& Ip() {
+  static const std::string path = Tool("ip");
+  return path;
+}
+const std::string& Tc() {
+  static const std::string path = Tool("tc");
+  return path;
+}
+
+// Every step logs itself when asked, so a user can replay the setup by hand.
+Status Step(const std::vector<std::string>& argv, bool verbose) {
+  if (verbose) std::printf("+ %s\n", JoinCommand(argv).c_str());
+  return RunChecked(argv);
+}
+
+// HTB on the egress of one veth end: one class, so rate == ceil. The burst is one millisecond at
+// line rate (at least a few full-size frames) so that timer slack does not eat into the rate;
+// the quantum is set explicitly because the default (rate / r2q) overflows and makes the kernel
+// warn. Both ends shaped = full duplex at `rate_bits` each way.
+Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, bool verbose) {
+  const uint64_t burst = std::max<uint64_t>(rate_bits / 8 / 1000, 16 * 1514);
+  const std::string rate = std::to_string(rate_bits) + "bit";
+  OPTCAST_RETURN_IF_ERROR(Step(
+      {Tc(), "-n", netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"}, verbose));
+  return Step({Tc(),      "-n",
+               netns,     "class",
+               "add",     "dev",
+               dev,       "parent",
+               "1:",      "classid",
+               "1:1",     "htb",
+               "rate",    rate,
+               "ceil",    rate,
+               "burst",   std::to_string(burst),
+               "cburst",  std::to_string(burst),
+               "quantum", "60000"},
+              verbose);
+}
+
+Status AddHost(const Host& h, uint64_t rate_bits, bool verbose) {
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", h.netns}, verbose));
+  // Created inside the switch namespace with its peer placed straight into the host namespace,
+  // so no interface ever appears in the caller's namespace.
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", h.name, "type", "veth", "peer", "name",
+                                kHostIface, "netns", h.netns},
+                               verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "master", kBridge}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "up"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, verbose));
+  return Shape(h.netns, kHostIface, rate_bits, verbose);
+}
+
+std::vector<pid_t> NamespacePids(const std::string& netns) {
+  std::vector<pid_t> pids;
+  CommandResult r = RunCommand({Ip(), "netns", "pids", netns});
+  std::stringstream in(r.out);
+  long pid = 0;
+  while (in >> pid) {
+    if (pid > 1 && pid != getpid()) pids.push_back(static_cast<pid_t>(pid));
+  }
+  return pids;
+}
+
+bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+std::string Comm(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+}  // namespace
+
+Host WorkerHost(int i) {
+  return {Role::kWorker, i, "w" + std::to_string(i), std::string(kNamespacePrefix) + "w" + std::to_string(i),
+          "10.99.0." + std::to_string(1 + i)};
+}
+
+Host ServerHost(int j) {
+  return {Role::kServer, j, "s" + std::to_string(j), std::string(kNamespacePrefix) + "s" + std::to_string(j),
+          "10.99.0." + std::to_string(101 + j)};
+}
+
+std::vector<Host> Hosts(const ClusterSpec& spec) {
+  std::vector<Host> hosts;
+  for (int i = 0; i < spec.workers; ++i) hosts.push_back(WorkerHost(i));
+  for (int j = 0; j < spec.servers; ++j) hosts.push_back(ServerHost(j));
+  return hosts;
+}
+
+std::optional<uint64_t> ParseRate(const std::string& text) {
+  std::string t;
+  for (char c : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &pos);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string unit = t.substr(pos);
+  double mult = 0;
+  if (unit.empty() || unit == "bit")
+    mult = 1;
+  else if (unit == "kbit")
+    mult = 1e3;
+  else if (unit == "mbit")
+    mult = 1e6;
+  else if (unit == "gbit")
+    mult = 1e9;
+  else
+    return std::nullopt;  // tc's "bps" means bytes/s: too easy to misread, so not accepted
+  const double bits = value * mult;
+  if (!(bits >= 1e5) || bits > 1e12) return std::nullopt;
+  return static_cast<uint64_t>(std::llround(bits));
+}
+
+std::string FormatRate(uint64_t bits) {
+  if (bits % 1'000'000'000 == 0) return std::to_string(bits / 1'000'000'000) + "gbit";
+  if (bits % 1'000'000 == 0) return std::to_string(bits / 1'000'000) + "mbit";
+  if (bits % 1'000 == 0) return std::to_string(bits / 1'000) + "kbit";
+  return std::to_string(bits) + "bit";
+}
+
+Status CheckPrivileges() {
+  if (geteuid() != 0) {
+    return UnavailableError(
+        "the emulated cluster needs root: it creates network namespaces, veth links and tc qdiscs. "
+        "Run it as `sudo optcast emu ...` (or as root).");
+  }
+  for (const char* tool : {"ip", "tc"}) {
+    if (Tool(tool).find('/') == std::string::npos && !InPath(tool)) {
+      return UnavailableError(std::string("`") + tool + "` was not found: install iproute2 (apt-get install iproute2)");
+    }
+  }
+  CommandResult r = RunCommand({Ip(), "netns", "list"});
+  if (r.exit_code != 0) {
+    return UnavailableError("`ip netns list` failed: " + r.err + " (does this kernel support network namespaces?)");
+  }
+  return Status::Ok();
+}
+
+Status ListNamespaces(std::vector<std::string>* names) {
+  names->clear();
+  std::string out;
+  OPTCAST_RETURN_IF_ERROR(RunChecked({Ip(), "netns", "list"}, &out));
+  std::stringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string name = line.substr(0, line.find(' '));  // "name (id: 3)"
+    if (name.rfind(kNamespacePrefix, 0) == 0) names->push_back(name);
+  }
+  std::sort(names->begin(), names->end());
+  return Status::Ok();
+}
+
+Status Down(bool verbose) {
+  std::vector<std::string> names;
+  OPTCAST_RETURN_IF_ERROR(ListNamespaces(&names));
+  // Processes keep a namespace's network alive after `ip netns del`, so stop them first:
+  // SIGTERM, a grace period, then SIGKILL. They are ours: only optcast-emu namespaces are searched.
+  std::vector<pid_t> pids;
+  for (const auto& ns : names) {
+    for (pid_t p : NamespacePids(ns)) pids.push_back(p);
+  }
+  for (pid_t p : pids) {
+    if (verbose) std::printf("+ kill %d  # %s\n", static_cast<int>(p), Comm(p).c_str());
+    kill(p, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!pids.empty() && std::chrono::steady_clock::now() < deadline && std::any_of(pids.begin(), pids.end(), Alive)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (pid_t p : pids) {
+    if (Alive(p)) kill(p, SIGKILL);
+  }
+  Status first = Status::Ok();
+  for (const auto& ns : names) {
+    Status st = Step({Ip(), "netns", "del", ns}, verbose);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  if (!first.ok()) return first;
+  OPTCAST_RETURN_IF_ERROR(ListNamespaces(&names));
+  if (!names.empty()) return InternalError("namespaces still present after down: " + names.front());
+  return Status::Ok();
+}
+
+Status Up(const ClusterSpec& spec, bool verbose) {
+  if (spec.workers < 1 || spec.workers > kMaxWorkers || spec.servers < 0 || spec.servers > kMaxServers) {
+    return InvalidArgument("need 1 <= --workers <= " + std::to_string(kMaxWorkers) +
+                           " and 0 <= --servers <= " + std::to_string(kMaxServers));
+  }
+  OPTCAST_RETURN_IF_ERROR(Down(verbose));
+  Status st = [&]() -> Status {
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", kSwitchNamespace}, verbose));
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", kBridge, "type", "bridge"}, verbose));
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", kBridge, "up"}, verbose));
+    for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec.rate_bits, verbose));
+    return Status::Ok();
+  }();
+  if (!st.ok()) {
+    (void)Down(false);  // never leave half a cluster behind
+    return st;
+  }
+  return Status::Ok();
+}
+
+Status Describe(std::string* text) {
+  std::vector<std::string> names;
+  OPTCAST_RETURN_IF_ERROR(ListNamespaces(&names));
+  std::ostringstream out;
+  if (names.empty()) {
+    *text = "no emulated cluster (no optcast-emu-* network namespaces)\n";
+    return Status::Ok();
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-18s %-14s %-10s %s\n", "namespace", "address", "rate", "processes");
+  out << line;
+  for (const auto& ns : names) {
+    std::string addr = "-", rate = "-", procs;
+    if (ns != kSwitchNamespace) {
+      std::string a;
+      if (RunChecked({Ip(), "-n", ns, "-4", "-o", "addr", "show", "dev", kHostIface}, &a).ok()) {
+        size_t p = a.find("inet ");
+        if (p != std::string::npos) addr = a.substr(p + 5, a.find(' ', p + 5) - p - 5);
+      }
+      std::string c;
+      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kHostIface}, &c).ok()) {
+        size_t p = c.find(" rate ");
+        if (p != std::string::npos) rate = c.substr(p + 6, c.find(' ', p + 6) - p - 6);
+      }
+    } else {
+      addr = "(bridge br0)";
+    }
+    for (pid_t p : NamespacePids(ns)) procs += (procs.empty() ? "" : " ") + Comm(p) + "[" + std::to_string(p) + "]";
+    std::snprintf(line, sizeof(line), "%-18s %-14s %-10s %s\n", ns.c_str(), addr.c_str(), rate.c_str(),
+                  procs.empty() ? "-" : procs.c_str());
+    out << line;
+  }
+  *text = out.str();
+  return Status::Ok();
+}
+
+}  // namespace optcast::tools::emu

@@ -1,0 +1,66 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// The emulated cluster: every host is a network namespace with one veth link to a Linux bridge
+// that lives in its own namespace (optcast-emu-sw), so nothing is added to the host's network.
+// Each link is rate-limited by HTB on the egress of both veth ends, which makes it full duplex
+// at the set rate, like a switch port.
+//
+//   optcast-emu-w0  eth0 10.99.0.1   ──veth── w0 ┐
+//   optcast-emu-w1  eth0 10.99.0.2   ──veth── w1 ├─ br0 in optcast-emu-sw
+//   optcast-emu-s0  eth0 10.99.0.101 ──veth── s0 ┘
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optcast/status.h"
+
+namespace optcast::tools::emu {
+
+inline constexpr char kNamespacePrefix[] = "optcast-emu-";
+inline constexpr char kSwitchNamespace[] = "optcast-emu-sw";
+inline constexpr int kMaxWorkers = 100;
+inline constexpr int kMaxServers = 100;
+
+struct ClusterSpec {
+  int workers = 2;
+  int servers = 1;
+  uint64_t rate_bits = 500'000'000;  // per link and direction, bit/s
+};
+
+enum class Role { kWorker, kServer };
+
+struct Host {
+  Role role;
+  int index;
+  std::string name;     // short: w0, s3 (also the veth name on the switch side)
+  std::string netns;    // optcast-emu-w0
+  std::string address;  // 10.99.0.1
+};
+
+// Workers get 10.99.0.1..100, servers 10.99.0.101..200.
+Host WorkerHost(int i);
+Host ServerHost(int j);
+std::vector<Host> Hosts(const ClusterSpec& spec);
+
+// Parses "500mbit", "1gbit", "200Mbit", "750kbit", "1000000" (bit/s); nullopt when malformed.
+std::optional<uint64_t> ParseRate(const std::string& text);
+// 500000000 -> "500mbit" (for messages and tc).
+std::string FormatRate(uint64_t bits);
+
+// Root (and ip/tc present)? If not, an error that says how to run it.
+Status CheckPrivileges();
+
+// Removes any earlier cluster, then builds this one.
+Status Up(const ClusterSpec& spec, bool verbose);
+// Kills the processes inside every optcast-emu-* namespace and deletes the namespaces (and with
+// them the veths and the bridge). Idempotent; works after a crash.
+Status Down(bool verbose);
+// The optcast-emu-* namespaces that exist now.
+Status ListNamespaces(std::vector<std::string>* names);
+// A human description of the current cluster (hosts, addresses, rates, processes).
+Status Describe(std::string* text);
+
+}  // namespace optcast::tools::emu

@@ -1,0 +1,121 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "tools/emu/emu_command.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/env.h"
+#include "tools/emu/cluster.h"
+#include "tools/emu/emu_run.h"
+
+namespace optcast::tools {
+
+namespace {
+
+struct EmuFlags {
+  emu::RunOptions run;
+  std::string rate = "500mbit";
+  std::string min_bytes = "1M";
+  std::string max_bytes = "64M";
+  bool verbose = false;
+};
+
+void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
+  cmd->add_option("--workers", f->run.spec.workers, "Worker hosts (one rank each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, emu::kMaxWorkers));
+  cmd->add_option("--servers", f->run.spec.servers, "Reduction server hosts")
+      ->capture_default_str()
+      ->check(CLI::Range(0, emu::kMaxServers));
+  cmd->add_option("--rate", f->rate, "Link rate per host and direction (e.g. 200mbit, 1gbit)")->capture_default_str();
+  cmd->add_flag("-v,--verbose", f->verbose, "Print every ip/tc command and process started");
+}
+
+// Turns the textual flags into numbers; false (with a message) when one is malformed.
+bool Resolve(EmuFlags* f, bool sizes) {
+  auto rate = emu::ParseRate(f->rate);
+  if (!rate) {
+    std::fprintf(stderr, "optcast emu: --rate '%s' is not a rate like 500mbit or 1gbit (100kbit..1000gbit)\n",
+                 f->rate.c_str());
+    return false;
+  }
+  f->run.spec.rate_bits = *rate;
+  f->run.verbose = f->verbose;
+  if (sizes) {
+    auto lo = ParseByteSize(f->min_bytes);
+    auto hi = ParseByteSize(f->max_bytes);
+    if (!lo || !hi) {
+      std::fprintf(stderr, "optcast emu: sizes must look like 64K, 1M or 1G\n");
+      return false;
+    }
+    f->run.min_bytes = *lo;
+    f->run.max_bytes = *hi;
+  }
+  return true;
+}
+
+int Check(const Status& st) {
+  if (st.ok()) return 0;
+  std::fprintf(stderr, "optcast emu: %s\n", st.message().c_str());
+  return 1;
+}
+
+}  // namespace
+
+std::function<int()> AddEmuCommand(CLI::App& app) {
+  auto flags = std::make_shared<EmuFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "emu", "Emulated cluster on this machine: one network namespace per host, rate-limited links (needs root)");
+  cmd->require_subcommand(1);
+
+  CLI::App* up = cmd->add_subcommand("up", "Create the hosts and links (clears an earlier cluster first)");
+  AddClusterFlags(up, flags.get());
+
+  CLI::App* run = cmd->add_subcommand(
+      "run", "up, then run reduction servers, the Optcast ring and Gloo on the hosts, print one table, then down");
+  AddClusterFlags(run, flags.get());
+  run->add_option("-b,--minbytes", flags->min_bytes, "Smallest size")->capture_default_str();
+  run->add_option("-e,--maxbytes", flags->max_bytes, "Largest size")->capture_default_str();
+  run->add_option("-f,--stepfactor", flags->run.factor, "Multiply the size by this each step")->capture_default_str();
+  run->add_option("-n,--iters", flags->run.iters, "Timed iterations per size")->capture_default_str();
+  run->add_option("-w,--warmup_iters", flags->run.warmup, "Untimed iterations per size")->capture_default_str();
+  run->add_option("--algo", flags->run.algos, "Algorithms: server, ring, gloo (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--chunk", flags->run.chunk, "Chunk size for the server path (default: automatic)");
+  run->add_option("--json", flags->run.json_path, "Write the combined results as JSON to this file");
+  run->add_option("--plot", flags->run.plot_path, "Draw algbw against size as a PNG (needs gnuplot)");
+  run->add_option("--gloo-bench", flags->run.gloo_binary,
+                  "Path of optcast-gloo-bench (default: next to optcast, $OPTCAST_GLOO_BENCH, or PATH)");
+  run->add_option("--optcast", flags->run.optcast_binary, "optcast binary to run on the hosts (default: this one)");
+  run->add_flag("--keep-logs", flags->run.keep_logs, "Keep the per-process logs even when all went well");
+
+  CLI::App* down = cmd->add_subcommand("down", "Stop everything in the cluster and delete it (idempotent)");
+  down->add_flag("-v,--verbose", flags->verbose, "Print every command");
+  cmd->add_subcommand("status", "List the hosts of the current cluster");
+
+  return [flags, cmd] {
+    const std::string sub = cmd->get_subcommands().front()->get_name();
+    if (Status st = emu::CheckPrivileges(); !st.ok()) return Check(st);
+    if (sub == "up") {
+      if (!Resolve(flags.get(), false)) return 2;
+      if (int rc = Check(emu::Up(flags->run.spec, flags->verbose)); rc != 0) return rc;
+      std::string text;
+      if (int rc = Check(emu::Describe(&text)); rc != 0) return rc;
+      std::printf("%s", text.c_str());
+      return 0;
+    }
+    if (sub == "run") {
+      if (!Resolve(flags.get(), true)) return 2;
+      return emu::RunEmulation(flags->run);
+    }
+    if (sub == "down") return Check(emu::Down(flags->verbose));
+    std::string text;
+    if (int rc = Check(emu::Describe(&text)); rc != 0) return rc;
+    std::printf("%s", text.c_str());
+    return 0;
+  };
+}
+
+}  // namespace optcast::tools

@@ -1,0 +1,729 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "tools/emu/emu_run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "tools/emu/runner.h"
+
+namespace optcast::tools::emu {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr int kRendezvousPort = 29500;
+constexpr int kServerPort = 8918;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+// ------------------------------------------------------------------------------------------
+// CPU accounting
+
+// Whole machine, from the first line of /proc/stat (jiffies).
+struct CpuSample {
+  uint64_t busy = 0;
+  uint64_t total = 0;
+  uint64_t softirq = 0;  // where veth, bridge and HTB forwarding is accounted
+};
+
+CpuSample ReadMachineCpu() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  uint64_t v[10] = {};
+  f >> cpu;
+  for (auto& x : v) f >> x;
+  CpuSample s;
+  for (auto x : v) s.total += x;
+  s.total -= v[8] + v[9];          // guest time is already counted in user/nice
+  s.busy = s.total - v[3] - v[4];  // minus idle and iowait
+  s.softirq = v[6];
+  return s;
+}
+
+double BusyFraction(const CpuSample& a, const CpuSample& b) {
+  return b.total > a.total ? static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total) : 0.0;
+}
+
+// utime + stime of a live process, in seconds.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream in(text.substr(close_paren + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {  // fields 14 and 15 (1-based) of proc(5)
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// ------------------------------------------------------------------------------------------
+// Child processes inside the namespaces
+
+struct Proc {
+  pid_t pid = -1;
+  std::string what;  // "rank 3 (server 16 MiB)"
+  std::string log;
+  bool done = false;
+  int status = 0;
+  double cpu_seconds = 0;
+};
+
+// `ip netns exec NS argv...` with stdout and stderr in `log`. The child dies with us
+// (PDEATHSIG survives exec of ip and of the program it runs).
+Status Spawn(const std::string& netns, const std::vector<std::string>& argv, const std::string& log, bool verbose,
+             Proc* proc) {
+  std::vector<std::string> full = {"ip", "netns", "exec", netns};
+  full.insert(full.end(), argv.begin(), argv.end());
+  if (verbose) std::printf("+ %s > %s\n", JoinCommand(full).c_str(), log.c_str());
+  std::vector<char*> args;
+  for (auto& a : full) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return InternalError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which cleans up in order
+    execvp("ip", args.data());
+    execv("/usr/sbin/ip", args.data());
+    std::fprintf(stderr, "cannot run ip: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  proc->pid = pid;
+  proc->log = log;
+  return Status::Ok();
+}
+
+std::string Tail(const std::string& path, size_t max_lines = 12) {
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(f, line)) {
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const auto& l : lines) out += "    | " + l + "\n";
+  return out;
+}
+
+// Waits for every process in `procs`. The first failure (or the time limit, or Ctrl-C) kills the
+// rest and comes back as an error that quotes the failing process's log.
+Status WaitAll(std::vector<Proc>& procs, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  auto kill_rest = [&] {
+    for (auto& p : procs) {
+      if (!p.done) kill(p.pid, SIGKILL);
+    }
+    for (auto& p : procs) {
+      if (!p.done) {
+        waitpid(p.pid, nullptr, 0);
+        p.done = true;
+      }
+    }
+  };
+  size_t left = procs.size();
+  while (left > 0) {
+    for (auto& p : procs) {
+      if (p.done) continue;
+      rusage ru{};
+      int status = 0;
+      pid_t r = wait4(p.pid, &status, WNOHANG, &ru);
+      if (r != p.pid) continue;
+      p.done = true;
+      p.status = status;
+      p.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+      --left;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        kill_rest();
+        std::string how = WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                            : "was killed by signal " + std::to_string(WTERMSIG(status));
+        return InternalError(p.what + " " + how + "; its log (" + p.log + "):\n" + Tail(p.log));
+      }
+    }
+    if (left == 0) break;
+    if (g_interrupted) {
+      kill_rest();
+      return InternalError("interrupted");
+    }
+    if (Clock::now() > deadline) {
+      kill_rest();
+      return TimeoutError("the ranks did not finish within " + std::to_string(limit.count()) + " s; last lines of " +
+                          procs.front().log + ":\n" + Tail(procs.front().log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
+// Waits until a freshly started server has printed that it listens (or has died).
+Status WaitListening(const Proc& server, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline && !g_interrupted) {
+    std::ifstream f(server.log);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (text.find("listening on") != std::string::npos) return Status::Ok();
+    int status = 0;
+    if (waitpid(server.pid, &status, WNOHANG) == server.pid) {
+      return UnavailableError(server.what + " failed to start; its log (" + server.log + "):\n" + Tail(server.log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (g_interrupted) return InternalError("interrupted");
+  return TimeoutError(server.what + " did not report listening within " + std::to_string(limit.count()) + " s");
+}
+
+// ------------------------------------------------------------------------------------------
+// Results
+
+struct Bounds {
+  double rate_Bps = 0;    // link rate in bytes/s
+  double server_Bps = 0;  // algbw bound of the reduction servers
+  double ring_Bps = 0;    // algbw bound of a ring (Optcast's and Gloo's)
+  double For(const std::string& algo) const { return algo == "server" ? server_Bps : ring_Bps; }
+};
+
+Bounds ComputeBounds(const ClusterSpec& spec) {
+  Bounds b;
+  const double n = spec.workers;
+  b.rate_Bps = static_cast<double>(spec.rate_bits) / 8.0;
+  // Each worker sends and receives the buffer once; each server moves n/S of it each way.
+  b.server_Bps = spec.servers >= spec.workers ? b.rate_Bps : b.rate_Bps * spec.servers / n;
+  // A ring sends and receives 2(n-1)/n of the buffer per worker.
+  b.ring_Bps = b.rate_Bps * n / (2.0 * (n - 1.0));
+  return b;
+}
+
+struct Row {
+  std::string algo;
+  uint64_t bytes = 0;
+  double time_us = 0;
+  double algbw_gbps = 0;  // GB/s (1e9), as optcast bench and nccl-tests print it
+  double busbw_gbps = 0;
+  uint64_t wrong = 0;
+  double cpu_machine = 0;  // busy fraction of all cores while this algorithm/size ran
+  double cpu_emu = 0;      // our ranks, servers and packet forwarding, as a fraction of all cores
+  double wall_s = 0;
+};
+
+std::string SizeLabel(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+    std::snprintf(buf, sizeof(buf), "%lluM", (unsigned long long)(bytes >> 20));
+  else if (bytes >= 1024 && bytes % 1024 == 0)
+    std::snprintf(buf, sizeof(buf), "%lluK", (unsigned long long)(bytes >> 10));
+  else
+    std::snprintf(buf, sizeof(buf), "%llu", (unsigned long long)bytes);
+  return buf;
+}
+
+Status ReadBenchJson(const std::string& path, Row* row) {
+  std::ifstream f(path);
+  if (!f) return InternalError("rank 0 wrote no results to " + path);
+  json j;
+  try {
+    f >> j;
+    const json& r = j.at("results").at(0);
+    row->bytes = r.at("bytes").get<uint64_t>();
+    row->time_us = r.at("time_us").get<double>();
+    row->algbw_gbps = r.at("algbw_gbps").get<double>();
+    row->busbw_gbps = r.at("busbw_gbps").get<double>();
+    row->wrong = r.at("wrong").get<uint64_t>();
+  } catch (const std::exception& e) {
+    return InternalError("cannot read " + path + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+std::string Now(const char* format) {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, std::localtime(&t));
+  return buf;
+}
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+std::string CpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) return Trimmed(line.substr(line.find(':') + 2));
+  }
+  return "unknown";
+}
+
+json MachineJson() {
+  utsname u{};
+  uname(&u);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return {{"date", Now("%Y-%m-%dT%H:%M:%S%z")},
+          {"hostname", host},
+          {"kernel", std::string(u.release)},
+          {"cpus", sysconf(_SC_NPROCESSORS_ONLN)},
+          {"cpu_model", CpuModel()}};
+}
+
+double Mbs(double gbps) { return gbps * 1e3; }  // GB/s -> MB/s
+
+void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::string>& algos,
+                const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
+  const ClusterSpec& s = o.spec;
+  const double ideal = b.server_Bps / b.ring_Bps;
+  std::printf("\n# emulated cluster: %d workers, %d servers, %s per link and direction (%.2f MB/s)\n", s.workers,
+              s.servers, FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6);
+  std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
+              b.ring_Bps / 1e6, ideal);
+  std::printf("# (TCP over Ethernet carries ~0.95 of the link rate as payload, so ~95%% of a bound is the ceiling)\n");
+  std::printf("#%9s", "size");
+  for (const auto& a : algos) std::printf(" %10s %6s", (a + " MB/s").c_str(), "%bnd");
+  const bool ratio = std::count(algos.begin(), algos.end(), "server") &&
+                     (std::count(algos.begin(), algos.end(), "gloo") || std::count(algos.begin(), algos.end(), "ring"));
+  const std::string peer = std::count(algos.begin(), algos.end(), "gloo") ? "gloo" : "ring";
+  if (ratio) std::printf(" %9s %6s", ("opt/" + peer).c_str(), "ideal");
+  std::printf("  cpu%% machine/ours:");
+  for (const auto& a : algos) std::printf(" %7s", a.substr(0, 6).c_str());
+  std::printf(" %6s\n", "#wrong");
+  for (uint64_t bytes : sizes) {
+    std::printf("%10s", SizeLabel(bytes).c_str());
+    uint64_t wrong = 0;
+    for (const auto& a : algos) {
+      auto it = rows.find({a, bytes});
+      if (it == rows.end()) {
+        std::printf(" %10s %6s", "-", "-");
+        continue;
+      }
+      std::printf(" %10.2f %5.1f%%", Mbs(it->second.algbw_gbps), 100.0 * it->second.algbw_gbps * 1e9 / b.For(a));
+      wrong += it->second.wrong;
+    }
+    if (ratio) {
+      auto sv = rows.find({"server", bytes});
+      auto pr = rows.find({peer, bytes});
+      if (sv != rows.end() && pr != rows.end() && pr->second.algbw_gbps > 0) {
+        std::printf(" %9.3f %6.3f", sv->second.algbw_gbps / pr->second.algbw_gbps, ideal);
+      } else {
+        std::printf(" %9s %6.3f", "-", ideal);
+      }
+    }
+    std::printf("%20s", "");
+    for (const auto& a : algos) {
+      auto it = rows.find({a, bytes});
+      if (it == rows.end()) {
+        std::printf(" %7s", "-");
+      } else {
+        char cpu[32];
+        std::snprintf(cpu, sizeof(cpu), "%.0f/%.0f", 100.0 * it->second.cpu_machine, 100.0 * it->second.cpu_emu);
+        std::printf(" %7s", cpu);
+      }
+    }
+    std::printf(" %6llu\n", static_cast<unsigned long long>(wrong));
+  }
+  std::fflush(stdout);
+}
+
+Status WritePlot(const std::string& path, const std::string& workdir, const RunOptions& o, const Bounds& b,
+                 const std::vector<std::string>& algos, const std::map<std::pair<std::string, uint64_t>, Row>& rows) {
+  if (!InPath("gnuplot")) {
+    return UnavailableError("--plot needs gnuplot: apt-get install gnuplot-nox");
+  }
+  const std::string script_path = workdir + "/plot.gp";
+  std::ofstream gp(script_path);
+  gp << "set terminal pngcairo size 960,600 enhanced font 'sans,11'\n";
+  gp << "set output '" << path << "'\n";
+  gp << "set title 'AllReduce float32 sum, " << o.spec.workers << " workers, " << o.spec.servers << " servers, "
+     << FormatRate(o.spec.rate_bits) << " links (emulated)'\n";
+  gp << "set logscale x 2\nset xlabel 'message size (MiB)'\nset ylabel 'algbw (MB/s)'\n";
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& [key, row] : rows) lo = std::min(lo, row.bytes), hi = std::max(hi, row.bytes);
+  if (hi > 0) gp << "set xrange [" << lo / 1.5 / (1 << 20) << ":" << hi * 1.5 / (1 << 20) << "]\n";
+  gp << "set yrange [0:" << 1.1 * std::max(b.server_Bps, b.ring_Bps) / 1e6 << "]\n";
+  gp << "set key bottom right\nset grid\n";
+  for (const auto& a : algos) {
+    gp << "$" << a << " << EOD\n";
+    for (const auto& [key, row] : rows) {
+      if (key.first == a) gp << static_cast<double>(row.bytes) / (1 << 20) << " " << Mbs(row.algbw_gbps) << "\n";
+    }
+    gp << "EOD\n";
+  }
+  gp << "plot ";
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  int i = 0;
+  for (const auto& a : algos) {
+    const std::string label = a == "server" ? "optcast (servers)" : a == "ring" ? "optcast ring" : "gloo ring";
+    gp << "$" << a << " using 1:2 with linespoints lw 2 pt 7 lc rgb '" << colors[i++ % 4] << "' title '" << label
+       << "', ";
+  }
+  gp << b.server_Bps / 1e6 << " with lines dt 2 lw 1.5 lc rgb '#1f77b4' title 'server bound', ";
+  gp << b.ring_Bps / 1e6 << " with lines dt 2 lw 1.5 lc rgb '#d62728' title 'ring bound'\n";
+  gp.close();
+  return RunChecked({"gnuplot", script_path});
+}
+
+// ------------------------------------------------------------------------------------------
+// The run
+
+class Emulation {
+ public:
+  explicit Emulation(const RunOptions& o) : o_(o), bounds_(ComputeBounds(o.spec)) {}
+  ~Emulation() { StopServers(); }
+
+  int Run();
+
+ private:
+  Status Prepare();
+  Status StartServers();
+  Status RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row);
+  std::vector<std::string> RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase) const;
+  void StopServers();
+  Status WriteJson(const std::vector<uint64_t>& sizes) const;
+
+  RunOptions o_;
+  Bounds bounds_;
+  std::string workdir_;
+  std::string optcast_;
+  std::string gloo_;
+  std::vector<std::string> algos_;
+  std::vector<Proc> servers_;
+  std::map<std::pair<std::string, uint64_t>, Row> rows_;
+  double busy_before_ = 0;  // machine CPU use before we started anything
+};
+
+Status Emulation::Prepare() {
+  if (o_.spec.workers < 2) return InvalidArgument("run needs --workers >= 2");
+  if (o_.min_bytes < 4 || o_.max_bytes < o_.min_bytes || o_.factor < 2 || o_.iters < 1 || o_.warmup < 0) {
+    return InvalidArgument("need 4 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0");
+  }
+  optcast_ = o_.optcast_binary;
+  if (optcast_.empty()) {
+    std::error_code ec;
+    optcast_ = fs::read_symlink("/proc/self/exe", ec).string();
+    if (ec) return InternalError("cannot find this executable: " + ec.message());
+  }
+  for (const auto& a : o_.algos) {
+    if (a != "server" && a != "ring" && a != "gloo") {
+      return InvalidArgument("unknown algorithm '" + a + "'; use server, ring, gloo");
+    }
+    if (a == "server" && o_.spec.servers < 1) return InvalidArgument("--algo server needs --servers >= 1");
+    if (a == "gloo") {
+      gloo_ = FindGlooBench(o_.gloo_binary);
+      if (gloo_.empty()) {
+        std::fprintf(stderr,
+                     "optcast emu: optcast-gloo-bench not found (build it with libgloo-dev installed, or pass "
+                     "--gloo-bench PATH); skipping the Gloo baseline\n");
+        continue;
+      }
+    }
+    if (std::find(algos_.begin(), algos_.end(), a) == algos_.end()) algos_.push_back(a);
+  }
+  if (algos_.empty()) return InvalidArgument("no algorithm to run");
+  char templ[] = "/tmp/optcast-emu-XXXXXX";
+  if (mkdtemp(templ) == nullptr) return InternalError(std::string("mkdtemp: ") + std::strerror(errno));
+  workdir_ = templ;
+  chmod(workdir_.c_str(), 0755);
+  return Status::Ok();
+}
+
+Status Emulation::StartServers() {
+  if (std::find(algos_.begin(), algos_.end(), "server") == algos_.end()) return Status::Ok();
+  // A stuck collective fails after this long; leave room for the slowest op at the largest size.
+  const double op_s = static_cast<double>(o_.max_bytes) / std::min(bounds_.server_Bps, bounds_.ring_Bps);
+  const int timeout_ms = static_cast<int>(std::max(30000.0, 5000.0 * op_s));
+  for (int j = 0; j < o_.spec.servers; ++j) {
+    const Host h = ServerHost(j);
+    Proc p;
+    p.what = "server " + std::to_string(j) + " (" + h.netns + ")";
+    OPTCAST_RETURN_IF_ERROR(Spawn(h.netns,
+                                  {optcast_, "server", "--listen", h.address + ":" + std::to_string(kServerPort),
+                                   "--timeout-ms", std::to_string(timeout_ms), "--log-level", "warn"},
+                                  workdir_ + "/server-" + std::to_string(j) + ".log", o_.verbose, &p));
+    servers_.push_back(p);
+  }
+  for (const auto& s : servers_) OPTCAST_RETURN_IF_ERROR(WaitListening(s, std::chrono::seconds(15)));
+  return Status::Ok();
+}
+
+void Emulation::StopServers() {
+  for (auto& s : servers_) kill(s.pid, SIGTERM);
+  for (auto& s : servers_) waitpid(s.pid, nullptr, 0);
+  servers_.clear();
+}
+
+std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase) const {
+  const Host me = WorkerHost(rank);
+  const std::string size = std::to_string(bytes);
+  const std::string json_path = workdir_ + "/" + algo + "-" + size + ".json";
+  const double op_s = static_cast<double>(bytes) / bounds_.For(algo);
+  const std::string timeout_ms = std::to_string(static_cast<int>(std::max(30000.0, 5000.0 * op_s)));
+  std::vector<std::string> args;
+  if (algo == "gloo") {
+    args = {gloo_,
+            "--rank",
+            std::to_string(rank),
+            "--nranks",
+            std::to_string(o_.spec.workers),
+            "--store",
+            workdir_ + "/gloo-store-" + std::to_string(phase),
+            "--host",
+            me.address,
+            "--timeout-ms",
+            timeout_ms};
+  } else {
+    std::string servers;
+    for (int j = 0; j < o_.spec.servers; ++j) {
+      servers += (j ? "," : "") + ServerHost(j).address + ":" + std::to_string(kServerPort);
+    }
+    // A fresh rendezvous port per phase: the previous phase's sockets may still be in TIME_WAIT.
+    args = {optcast_,       "bench",
+            "--rank",       std::to_string(rank),
+            "--nranks",     std::to_string(o_.spec.workers),
+            "--rendezvous", WorkerHost(0).address + ":" + std::to_string(kRendezvousPort + phase % 400),
+            "--algo",       algo,
+            "--timeout-ms", timeout_ms};
+    if (algo == "server") args.insert(args.end(), {"--servers", servers});
+    if (algo == "server" && !o_.chunk.empty()) args.insert(args.end(), {"--chunk", o_.chunk});
+  }
+  args.insert(args.end(),
+              {"-b", size, "-e", size, "-f", "2", "-n", std::to_string(o_.iters), "-w", std::to_string(o_.warmup)});
+  if (rank == 0) args.insert(args.end(), {"--json", json_path});
+  return args;
+}
+
+Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row) {
+  std::vector<Proc> ranks(o_.spec.workers);
+  // Generous: three times the ideal time of every iteration, plus setup.
+  const double ideal_s = static_cast<double>(bytes) * (o_.iters + o_.warmup + 1) / bounds_.For(algo);
+  const auto limit = std::chrono::seconds(60 + static_cast<int>(3 * ideal_s));
+  std::vector<double> server_cpu0;
+  for (const auto& s : servers_) server_cpu0.push_back(ProcessCpuSeconds(s.pid));
+  const CpuSample cpu0 = ReadMachineCpu();
+  const auto t0 = Clock::now();
+  for (int r = 0; r < o_.spec.workers; ++r) {
+    ranks[r].what = algo + " rank " + std::to_string(r) + " at " + SizeLabel(bytes);
+    Status st = Spawn(WorkerHost(r).netns, RankArgs(algo, bytes, r, phase),
+                      workdir_ + "/" + algo + "-" + std::to_string(bytes) + "-rank" + std::to_string(r) + ".log",
+                      o_.verbose, &ranks[r]);
+    if (!st.ok()) {
+      for (int k = 0; k < r; ++k) {
+        kill(ranks[k].pid, SIGKILL);
+        waitpid(ranks[k].pid, nullptr, 0);
+      }
+      return st;
+    }
+  }
+  OPTCAST_RETURN_IF_ERROR(WaitAll(ranks, limit));
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const CpuSample cpu1 = ReadMachineCpu();
+  // Ours = our processes' user+system time plus all softirq time: packet forwarding through the
+  // veths and the bridge runs in softirq context, charged to no process of ours (nothing else
+  // here moves much traffic, so the machine-wide softirq figure is nearly all ours).
+  double emu_cpu = static_cast<double>(cpu1.softirq - cpu0.softirq) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& r : ranks) emu_cpu += r.cpu_seconds;
+  for (size_t j = 0; j < servers_.size(); ++j) emu_cpu += ProcessCpuSeconds(servers_[j].pid) - server_cpu0[j];
+  row->algo = algo;
+  OPTCAST_RETURN_IF_ERROR(ReadBenchJson(workdir_ + "/" + algo + "-" + std::to_string(bytes) + ".json", row));
+  row->algo = algo;
+  row->cpu_machine = BusyFraction(cpu0, cpu1);
+  row->cpu_emu = emu_cpu / wall / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  row->wall_s = wall;
+  return Status::Ok();
+}
+
+Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
+  json j;
+  j["machine"] = MachineJson();
+  j["machine"]["cpu_busy_before_run"] = busy_before_;
+  j["cluster"] = {{"workers", o_.spec.workers},
+                  {"servers", o_.spec.servers},
+                  {"rate", FormatRate(o_.spec.rate_bits)},
+                  {"rate_bits", o_.spec.rate_bits},
+                  {"rate_Bps", bounds_.rate_Bps},
+                  {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
+  j["dtype"] = "float32";
+  j["op"] = "sum";
+  j["iters"] = o_.iters;
+  j["warmup"] = o_.warmup;
+  j["bounds_gbps"] = {{"server", bounds_.server_Bps / 1e9}, {"ring", bounds_.ring_Bps / 1e9}};
+  j["ideal_optcast_over_gloo"] = bounds_.server_Bps / bounds_.ring_Bps;
+  j["note"] = "bounds are computed from the link rate; TCP/IP/Ethernet headers leave ~0.95 of it as payload";
+  j["results"] = json::array();
+  for (const auto& [key, r] : rows_) {
+    j["results"].push_back({{"algo", r.algo},
+                            {"bytes", r.bytes},
+                            {"time_us", r.time_us},
+                            {"algbw_gbps", r.algbw_gbps},
+                            {"busbw_gbps", r.busbw_gbps},
+                            {"wrong", r.wrong},
+                            {"bound_gbps", bounds_.For(r.algo) / 1e9},
+                            {"fraction_of_bound", r.algbw_gbps * 1e9 / bounds_.For(r.algo)},
+                            {"cpu_machine", r.cpu_machine},
+                            {"cpu_emu", r.cpu_emu},
+                            {"wall_s", r.wall_s}});
+  }
+  j["ratios"] = json::array();
+  for (uint64_t bytes : sizes) {
+    auto sv = rows_.find({"server", bytes});
+    if (sv == rows_.end()) continue;
+    json ratio = {{"bytes", bytes}};
+    for (const char* peer : {"gloo", "ring"}) {
+      auto pr = rows_.find({peer, bytes});
+      if (pr != rows_.end() && pr->second.algbw_gbps > 0) {
+        ratio[std::string("optcast_over_") + peer] = sv->second.algbw_gbps / pr->second.algbw_gbps;
+      }
+    }
+    j["ratios"].push_back(ratio);
+  }
+  std::ofstream f(o_.json_path);
+  if (!f) return InternalError("cannot write " + o_.json_path);
+  f << j.dump(2) << "\n";
+  return Status::Ok();
+}
+
+int Emulation::Run() {
+  if (Status st = Prepare(); !st.ok()) {
+    std::fprintf(stderr, "optcast emu run: %s\n", st.message().c_str());
+    return 2;
+  }
+  std::vector<uint64_t> sizes;
+  for (uint64_t b = o_.min_bytes; b <= o_.max_bytes; b *= o_.factor) sizes.push_back(b / 4 * 4);  // whole floats
+  const int phases = static_cast<int>(sizes.size() * algos_.size());
+
+  std::printf("# optcast emu: %d workers, %d servers, %s links; logs in %s\n", o_.spec.workers, o_.spec.servers,
+              FormatRate(o_.spec.rate_bits).c_str(), workdir_.c_str());
+  std::fflush(stdout);
+  // The cluster shares the CPUs with whatever else runs here; say so when that is a lot, since
+  // waiting for a CPU delays every hop of a pipelined collective.
+  const CpuSample before0 = ReadMachineCpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  busy_before_ = BusyFraction(before0, ReadMachineCpu());
+  if (busy_before_ > 0.25) {
+    std::printf(
+        "# warning: the machine was %.0f%% busy before the run (load from other processes); the figures "
+        "will be noisy and lower than on an idle machine\n",
+        100 * busy_before_);
+  }
+  Status st = Up(o_.spec, o_.verbose);
+  if (st.ok()) st = StartServers();
+  int phase = 0;
+  for (const auto& algo : algos_) {
+    for (uint64_t bytes : sizes) {
+      if (st.ok() && g_interrupted) st = InternalError("interrupted");
+      if (!st.ok()) break;
+      Row row;
+      st = RunPhase(algo, bytes, phase++, &row);
+      if (!st.ok()) break;
+      rows_[{algo, row.bytes}] = row;
+      std::printf("# [%d/%d] %-6s %6s: %8.2f MB/s = %5.1f%% of bound, %llu wrong, cpu %3.0f%% (ours %3.0f%%), %.1f s\n",
+                  phase, phases, algo.c_str(), SizeLabel(bytes).c_str(), Mbs(row.algbw_gbps),
+                  100.0 * row.algbw_gbps * 1e9 / bounds_.For(algo), static_cast<unsigned long long>(row.wrong),
+                  100 * row.cpu_machine, 100 * row.cpu_emu, row.wall_s);
+      std::fflush(stdout);
+    }
+  }
+  StopServers();
+  Status down = Down(o_.verbose);
+  if (!down.ok()) std::fprintf(stderr, "optcast emu: cleaning up: %s\n", down.message().c_str());
+  if (!st.ok()) {
+    std::fprintf(stderr, "optcast emu run: %s\n(logs kept in %s)\n", st.message().c_str(), workdir_.c_str());
+    return 1;
+  }
+
+  PrintTable(o_, bounds_, algos_, rows_, sizes);
+  int rc = 0;
+  uint64_t wrong = 0;
+  for (const auto& [k, r] : rows_) wrong += r.wrong;
+  if (wrong > 0) {
+    std::fprintf(stderr, "optcast emu run: %llu wrong values\n", static_cast<unsigned long long>(wrong));
+    rc = 2;
+  }
+  if (!o_.json_path.empty()) {
+    if (Status js = WriteJson(sizes); !js.ok()) {
+      std::fprintf(stderr, "optcast emu run: %s\n", js.message().c_str());
+      rc = rc ? rc : 1;
+    } else {
+      std::printf("# results: %s\n", o_.json_path.c_str());
+    }
+  }
+  if (!o_.plot_path.empty()) {
+    if (Status ps = WritePlot(o_.plot_path, workdir_, o_, bounds_, algos_, rows_); !ps.ok()) {
+      std::fprintf(stderr, "optcast emu run: plot: %s\n", ps.message().c_str());
+      rc = rc ? rc : 1;
+    } else {
+      std::printf("# plot: %s\n", o_.plot_path.c_str());
+    }
+  }
+  if (!o_.keep_logs && rc == 0) {
+    std::error_code ec;
+    fs::remove_all(workdir_, ec);
+  }
+  return rc;
+}
+
+}  // namespace
+
+std::string FindGlooBench(const std::string& hint) {
+  if (!hint.empty()) return access(hint.c_str(), X_OK) == 0 ? hint : std::string();
+  if (const char* env = std::getenv("OPTCAST_GLOO_BENCH"); env != nullptr && *env != '\0') {
+    return access(env, X_OK) == 0 ? std::string(env) : std::string();
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& p :
+         {self.parent_path() / "gloo" / "optcast-gloo-bench", self.parent_path() / "optcast-gloo-bench"}) {
+      if (access(p.c_str(), X_OK) == 0) return p.string();
+    }
+  }
+  if (InPath("optcast-gloo-bench")) return "optcast-gloo-bench";
+  return "";
+}
+
+int RunEmulation(const RunOptions& opts) {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Emulation emu(opts);
+  return emu.Run();
+}
+
+}  // namespace optcast::tools::emu

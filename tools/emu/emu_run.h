@@ -1,0 +1,39 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/emu/cluster.h"
+
+namespace optcast::tools::emu {
+
+struct RunOptions {
+  ClusterSpec spec;
+  uint64_t min_bytes = 1u << 20;
+  uint64_t max_bytes = 64u << 20;
+  uint64_t factor = 4;
+  int iters = 5;
+  int warmup = 2;
+  std::vector<std::string> algos{"server", "ring", "gloo"};
+  std::string chunk;           // passed to `optcast bench --chunk` when set
+  std::string optcast_binary;  // default: this executable
+  std::string gloo_binary;     // default: found next to this executable or in PATH
+  std::string json_path;
+  std::string plot_path;
+  bool keep_logs = false;
+  bool verbose = false;
+};
+
+// Brings the cluster up, starts a server per server host, runs every algorithm at every size with
+// one rank per worker host (one set of rank processes per algorithm and size, so that the CPU
+// use of each can be measured), prints the combined table, writes JSON/PNG, and takes the
+// cluster down again whatever happened. Returns a process exit code.
+int RunEmulation(const RunOptions& opts);
+
+// Where optcast-gloo-bench is: `hint` if given, else $OPTCAST_GLOO_BENCH, next to this
+// executable (build tree: ./gloo/, install: same dir), or in PATH. Empty when not found.
+std::string FindGlooBench(const std::string& hint);
+
+}  // namespace optcast::tools::emu
