@@ -25,12 +25,14 @@ uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t o
     bytes = std::clamp<uint64_t>((shard_bytes / 16 + 4095) / 4096 * 4096, kMinChunkBytes, kMaxChunkBytes);
   }
   bytes = std::min<uint64_t>(bytes, max_payload);
-  return std::max<uint64_t>(1, bytes / esize);
+  // The wire carries a chunk's element count in 32 bits.
+  return std::clamp<uint64_t>(bytes / esize, 1, UINT32_MAX);
 }
 
 ServerPlan PlanForServer(CollType coll, uint64_t count, int nranks, int rank, int nservers, int server,
                          uint64_t chunk_elems) {
   ServerPlan plan;
+  chunk_elems = std::clamp<uint64_t>(chunk_elems, 1, UINT32_MAX);  // 32-bit count on the wire
   const Range shard = Shard(count, nservers, server);
   auto add_chunks = [&](uint32_t segment, uint64_t seg_begin) {
     for (uint64_t off = 0; off < shard.len; off += chunk_elems) {

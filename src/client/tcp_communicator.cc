@@ -27,7 +27,8 @@ class Request {
   const uint8_t* send = nullptr;
   uint8_t* recv = nullptr;
   size_t esize = 0;
-  uint64_t outstanding = 0;  // results + acks still to come
+  uint64_t outstanding = 0;            // results + acks still to come
+  std::vector<uint64_t> pending_link;  // of which from each server link
   bool done = false;
   Status status;
 };
@@ -44,6 +45,8 @@ struct PendingSends {
 };
 
 struct ServerLink {
+  size_t index = 0;
+  bool failed = false;
   std::string address;
   std::unique_ptr<transport::Connection> conn;
   uint64_t max_payload = 0;
@@ -128,7 +131,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     }
     min_max_payload_ = UINT64_MAX;
     for (auto& s : servers_) min_max_payload_ = std::min(min_max_payload_, s.max_payload);
-    for (auto& s : servers_) s.conn->user_data = &s;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      servers_[i].index = i;
+      servers_[i].conn->user_data = &servers_[i];
+    }
     return Status::Ok();
   }
 
@@ -190,7 +196,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     if (msg.type == wire::MsgType::kAck) {
       if (payload_len != 0) return ProtocolError("ack with a payload");
       ReturnCredit(link, ref.count * req->esize);
-      Complete(req);
+      Complete(req, link->index);
       return Status::Ok();
     }
     const uint64_t count = req->desc.count;
@@ -232,7 +238,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     Request* req = link->rx_req;
     link->rx_req = nullptr;
     last_progress_ = Clock::now();
-    Complete(req);
+    Complete(req, link->index);
     return Status::Ok();
   }
 
@@ -259,6 +265,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     req->desc.dtype = dtype;
     req->desc.op = op;
     req->desc.count = count;
+    req->pending_link.assign(servers_.size(), 0);
     if (coll == CollType::kAllGather && count > 0) {
       uint8_t* mine = req->recv + static_cast<uint64_t>(opts_.rank) * count * req->esize;
       if (mine != req->send) std::memmove(mine, req->send, count * req->esize);
@@ -274,8 +281,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         if (plan.server_elems == 0) continue;
         PendingSends ps{req.get(), req->desc, std::move(plan.sends), 0};
         ps.desc.server_elems = plan.server_elems;
+        const int link = (first + j) % nservers;
         req->outstanding += plan.expected_replies;
-        servers_[(first + j) % nservers].queue.push_back(std::move(ps));
+        req->pending_link[link] += plan.expected_replies;
+        servers_[link].queue.push_back(std::move(ps));
       }
     }
     Request* raw = req.release();
@@ -290,7 +299,8 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     return Status::Ok();
   }
 
-  void Complete(Request* req) {
+  void Complete(Request* req, size_t link) {
+    if (req->pending_link[link] > 0) --req->pending_link[link];
     if (req->outstanding > 0) --req->outstanding;
     if (req->outstanding == 0 && !req->done) {
       req->done = true;
@@ -342,33 +352,35 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
   }
 
   void Progress(int timeout_ms) {
-    if (!broken_.ok()) return;
     FillWindows();
     FlushAll();
-    if (!broken_.ok() || active_.empty()) return;
+    if (active_.empty()) return;
     pollfd fds[64];
     const size_t n = std::min<size_t>(servers_.size(), 64);
     for (size_t i = 0; i < n; ++i) {
-      fds[i] = {servers_[i].conn->fd(), static_cast<short>(POLLIN | (servers_[i].conn->HasPendingWrites() ? POLLOUT : 0)), 0};
+      // A failed link is polled for nothing (fd -1), so it cannot wake us.
+      fds[i] = {servers_[i].failed ? -1 : servers_[i].conn->fd(),
+                static_cast<short>(POLLIN | (servers_[i].conn->HasPendingWrites() ? POLLOUT : 0)), 0};
     }
     int rc = ::poll(fds, n, timeout_ms);
     if (rc > 0) {
-      for (size_t i = 0; i < n && broken_.ok(); ++i) {
+      for (size_t i = 0; i < n; ++i) {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+          if (servers_[i].failed) continue;
           Status st = servers_[i].conn->ReadAvailable(*this);
           if (!st.ok()) {
             if (st.code() == Code::kUnavailable) {
               st = UnavailableError("lost the connection to server " + servers_[i].address + ": " + st.message() +
                                     "; the server may have died or dropped this job");
             }
-            Break(st);
+            FailLink(servers_[i], st);
           }
         }
       }
       FillWindows();
       FlushAll();
     }
-    if (broken_.ok() && !active_.empty() && Clock::now() - last_progress_ > opts_.timeout) {
+    if (!active_.empty() && Clock::now() - last_progress_ > opts_.timeout) {
       const Request* oldest = active_.begin()->second;
       for (auto& [seq, r] : active_) {
         if (seq < oldest->seq) oldest = r;
@@ -382,11 +394,36 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
 
   void FlushAll() {
     for (auto& s : servers_) {
-      if (!s.conn->HasPendingWrites()) continue;
+      if (s.failed || !s.conn->HasPendingWrites()) continue;
       Status st = s.conn->Flush();
       if (!st.ok()) {
-        Break(UnavailableError("lost the connection to server " + s.address + ": " + st.message()));
-        return;
+        // The server may have closed after sending an error: that error is the better news.
+        Status why = UnavailableError("lost the connection to server " + s.address + ": " + st.message());
+        Status read = s.conn->ReadAvailable(*this);
+        if (!read.ok() && read.code() != Code::kUnavailable) why = read;
+        FailLink(s, why);
+      }
+    }
+  }
+
+  // One server link is gone: collectives that still wait on it fail with `why`; collectives that
+  // only need other servers may still finish; no new collective can start.
+  void FailLink(ServerLink& link, const Status& why) {
+    if (link.failed) return;
+    link.failed = true;
+    link.queue.clear();
+    if (broken_.ok()) {
+      broken_ = why;
+      Log().error("rank {}: {}", opts_.rank, why.message());
+    }
+    for (auto it = active_.begin(); it != active_.end();) {
+      Request* req = it->second;
+      if (req->pending_link[link.index] > 0) {
+        req->status = why;
+        req->done = true;
+        it = active_.erase(it);
+      } else {
+        ++it;
       }
     }
   }
@@ -394,9 +431,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
   // The communicator cannot continue: every collective in flight fails with `why`, and so will
   // every later call.
   void Break(const Status& why) {
-    if (!broken_.ok()) return;
-    broken_ = why;
-    Log().error("rank {}: {}", opts_.rank, why.message());
+    if (broken_.ok()) {
+      broken_ = why;
+      Log().error("rank {}: {}", opts_.rank, why.message());
+    }
     for (auto& [seq, req] : active_) {
       req->status = why;
       req->done = true;

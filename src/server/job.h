@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "transport/message.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
@@ -34,6 +35,11 @@ struct CollState {
   uint32_t first_rank = 0;  // whose chunk defined `desc`, for mismatch messages
   uint64_t elems_done = 0;
   std::map<SlotKey, Slot> slots;
+  // All-gather data may be ready for a rank before that rank has issued the collective; it is
+  // held here until the rank's first chunk of this collective arrives (bounded by the senders'
+  // windows, since they are acked only once their data went out).
+  std::vector<uint8_t> joined;                                 // by rank
+  std::vector<std::vector<transport::OutMessage>> deferred;  // by rank
 };
 
 // A job: a 128-bit id and its ranks' connections.

@@ -24,7 +24,8 @@ struct ConnState {
   std::unique_ptr<Connection> conn;
   std::shared_ptr<Job> job;
   uint32_t rank = 0;
-  bool closing = false;  // an error was sent: flush, then close; read nothing more
+  bool closing = false;  // an error was sent: flush, half-close, drain until the peer closes
+  bool write_shut = false;
   bool dead = false;     // destroy at the end of this loop iteration
   bool dirty = false;    // has queued writes to flush
   bool want_read = true;
@@ -104,7 +105,13 @@ class Server::Impl : public transport::MessageHandler {
         } else {
           auto* cs = static_cast<ConnState*>(ev.tag);
           if (cs->dead) continue;
-          if (ev.readable && cs->want_read && !cs->closing) HandleReadable(cs);
+          if (ev.readable && cs->closing) {
+            // Lingering close: a peer still sending must not get a reset that would throw
+            // away the error message waiting in its receive queue.
+            if (!cs->conn->DiscardAvailable()) cs->dead = true;
+          } else if (ev.readable && cs->want_read) {
+            HandleReadable(cs);
+          }
           if (ev.writable && !cs->dead) MarkDirty(cs);
           if (ev.hangup && !ev.readable && !cs->dead && !cs->closing) {
             OnConnectionLost(cs, UnavailableError("connection reset by " + cs->conn->peer()));
@@ -234,7 +241,7 @@ class Server::Impl : public transport::MessageHandler {
     wire::ErrorMsg em{st.code(), seq, st.message()};
     cs->conn->Send(transport::MakeOutMessage(wire::EncodeError(em), nullptr, 0));
     cs->closing = true;
-    cs->close_by = Clock::now() + std::chrono::seconds(2);
+    cs->close_by = Clock::now() + std::chrono::seconds(5);
     MarkDirty(cs);
   }
 
@@ -261,10 +268,10 @@ class Server::Impl : public transport::MessageHandler {
         continue;
       }
       const bool want_write = cs->conn->HasPendingWrites();
-      const bool want_read = !cs->closing;
-      if (cs->closing && !want_write) {
-        cs->dead = true;
-        continue;
+      const bool want_read = true;  // closing connections are drained (see the event loop)
+      if (cs->closing && !want_write && !cs->write_shut) {
+        cs->conn->ShutdownWrite();
+        cs->write_shut = true;
       }
       if (want_write != cs->want_write || want_read != cs->want_read) {
         cs->want_write = want_write;
@@ -404,11 +411,18 @@ class Server::Impl : public transport::MessageHandler {
     if (created) {
       coll.desc = d;
       coll.first_rank = cs->rank;
+      coll.joined.assign(job->nranks, 0);
+      coll.deferred.resize(job->nranks);
       job->last_progress = Clock::now();
     } else if (!(coll.desc == d)) {
       const std::string why = DescribeMismatch(coll.desc, coll.first_rank, d, cs->rank);
       FailJob(job, Code::kMismatch, why);
       return Status(Code::kCancelled, "job failed");
+    }
+    if (!coll.joined[cs->rank]) {
+      coll.joined[cs->rank] = 1;
+      for (OutMessage& m : coll.deferred[cs->rank]) SendTo(*job, cs->rank, std::move(m));
+      coll.deferred[cs->rank].clear();
     }
     const SlotKey key{chunk.ref.segment, chunk.ref.offset};
     auto [sit, slot_created] = coll.slots.try_emplace(key);
@@ -476,7 +490,11 @@ class Server::Impl : public transport::MessageHandler {
         m.on_done = [this, tracker] {
           if (--tracker->remaining == 0) SendAck(tracker->job, tracker->src, tracker->done);
         };
-        SendTo(*job, r, std::move(m));
+        if (coll.joined[r]) {
+          SendTo(*job, r, std::move(m));
+        } else {
+          coll.deferred[r].push_back(std::move(m));
+        }
       }
       if (tracker->remaining == 0) SendAck(job, src, done);
     } else {

@@ -163,6 +163,18 @@ Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
   }
 }
 
+void Connection::ShutdownWrite() { ::shutdown(socket_.fd(), SHUT_WR); }
+
+bool Connection::DiscardAvailable() {
+  for (;;) {
+    ssize_t n = ::recv(socket_.fd(), staging_.data(), staging_.size(), MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
 Status Connection::ReadAvailable(MessageHandler& handler, size_t budget) {
   size_t consumed = 0;
   for (;;) {

@@ -29,6 +29,11 @@ class Connection {
   // Returns Unavailable when the peer closed, Protocol on garbage, or the handler's error.
   Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20);
 
+  // Half-closes the sending side (the peer sees end-of-stream after what was sent).
+  void ShutdownWrite();
+  // Reads and throws away what the peer sends. Returns false once the peer has closed.
+  bool DiscardAvailable();
+
   // Opaque pointer for the owner (the server keeps its per-connection state here).
   void* user_data = nullptr;
 

@@ -1,0 +1,374 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Striping and chunking arithmetic (client/plan.h), checked against independent definitions and
+// against what the server accepts (server/job.h ValidateChunk).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/plan.h"
+#include "server/job.h"
+
+namespace optcast::client {
+namespace {
+
+constexpr CollType kColls[] = {CollType::kAllReduce, CollType::kReduceScatter, CollType::kAllGather};
+
+std::string Where(CollType coll, uint64_t count, int nranks, int rank, int nservers, int server, uint64_t ce) {
+  return std::string(CollTypeName(coll)) + " count=" + std::to_string(count) + " nranks=" +
+         std::to_string(nranks) + " rank=" + std::to_string(rank) + " nservers=" + std::to_string(nservers) +
+         " server=" + std::to_string(server) + " chunk_elems=" + std::to_string(ce);
+}
+
+// ---- Shard ----
+
+void CheckShards(uint64_t len, int parts) {
+  uint64_t next = 0;
+  uint64_t min_len = UINT64_MAX, max_len = 0;
+  for (int j = 0; j < parts; ++j) {
+    const Range r = Shard(len, parts, j);
+    ASSERT_EQ(r.begin, next) << "len=" << len << " parts=" << parts << " j=" << j;
+    next = r.begin + r.len;
+    min_len = std::min(min_len, r.len);
+    max_len = std::max(max_len, r.len);
+    // The first len % parts shards are the longer ones.
+    const uint64_t want = len / static_cast<uint64_t>(parts) + (static_cast<uint64_t>(j) < len % parts ? 1 : 0);
+    ASSERT_EQ(r.len, want) << "len=" << len << " parts=" << parts << " j=" << j;
+  }
+  ASSERT_EQ(next, len) << "len=" << len << " parts=" << parts;
+  ASSERT_LE(max_len - min_len, 1u) << "len=" << len << " parts=" << parts;
+}
+
+TEST(PlanShard, CoversRangeContiguouslyAndEvenly) {
+  for (uint64_t len = 0; len <= 300; ++len) {
+    for (int parts = 1; parts <= 17; ++parts) CheckShards(len, parts);
+  }
+  for (uint64_t len : {uint64_t{1} << 32, (uint64_t{1} << 40) + 7, uint64_t{1000003}, uint64_t{0xffffffff} * 3}) {
+    for (int parts : {1, 2, 3, 7, 64}) CheckShards(len, parts);
+  }
+}
+
+TEST(PlanShard, MorePartsThanElements) {
+  for (int j = 0; j < 8; ++j) {
+    const Range r = Shard(3, 8, j);
+    EXPECT_EQ(r.len, j < 3 ? 1u : 0u);
+    EXPECT_EQ(r.begin, static_cast<uint64_t>(std::min(j, 3)));
+  }
+}
+
+// ---- ServersToUse ----
+
+TEST(PlanServersToUse, SmallMessagesUseFewerServers) {
+  for (int dt = 0; dt < kNumDataTypes; ++dt) {
+    const auto dtype = static_cast<DataType>(dt);
+    const uint64_t es = DataTypeSize(dtype);
+    for (int nservers = 1; nservers <= 8; ++nservers) {
+      int prev = 1;
+      for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, kMinShardBytes / es - 1, kMinShardBytes / es,
+                             2 * kMinShardBytes / es - 1, 2 * kMinShardBytes / es, 3 * kMinShardBytes / es + 5,
+                             uint64_t{1} << 20, uint64_t{1} << 40}) {
+        const int used = ServersToUse(dtype, count, nservers);
+        const std::string where = std::string(DataTypeName(dtype)) + " count=" + std::to_string(count) +
+                                  " nservers=" + std::to_string(nservers);
+        ASSERT_GE(used, 1) << where;
+        ASSERT_LE(used, nservers) << where;
+        // Independent definition: one server per full 16 KiB, at least one, at most all.
+        const uint64_t want = std::min<uint64_t>(nservers, std::max<uint64_t>(1, count * es / kMinShardBytes));
+        EXPECT_EQ(static_cast<uint64_t>(used), want) << where;
+        // Every server used gets at least kMinShardBytes, except when only one is used.
+        if (used > 1) {
+          EXPECT_GE(count * es / static_cast<uint64_t>(used), kMinShardBytes) << where;
+        }
+        // Monotone in the message size.
+        EXPECT_GE(used, prev) << where;
+        prev = used;
+      }
+    }
+  }
+}
+
+TEST(PlanServersToUse, LargeMessagesUseEveryServer) {
+  for (int nservers : {1, 2, 3, 16, 64}) {
+    EXPECT_EQ(ServersToUse(DataType::kFloat32, uint64_t{64} << 20, nservers), nservers);
+    EXPECT_EQ(ServersToUse(DataType::kUInt8, uint64_t{1} << 40, nservers), nservers);
+  }
+}
+
+// ---- ChooseChunkElems ----
+
+TEST(PlanChunkElems, OverrideWins) {
+  for (int dt = 0; dt < kNumDataTypes; ++dt) {
+    const auto dtype = static_cast<DataType>(dt);
+    const uint64_t es = DataTypeSize(dtype);
+    for (size_t ov : {size_t{1}, size_t{3}, size_t{8}, size_t{1000}, size_t{4096}, size_t{1} << 20, size_t{5} << 20}) {
+      for (uint64_t count : {uint64_t{1}, uint64_t{1000}, uint64_t{1} << 30}) {
+        const uint64_t got = ChooseChunkElems(dtype, count, 2, ov, 64u << 20);
+        EXPECT_EQ(got, std::max<uint64_t>(1, ov / es)) << DataTypeName(dtype) << " override=" << ov;
+      }
+    }
+  }
+}
+
+TEST(PlanChunkElems, MaxPayloadCaps) {
+  for (int dt = 0; dt < kNumDataTypes; ++dt) {
+    const auto dtype = static_cast<DataType>(dt);
+    const uint64_t es = DataTypeSize(dtype);
+    for (uint64_t maxp : {uint64_t{1}, uint64_t{7}, uint64_t{4096}, uint64_t{100000}}) {
+      // Override above the cap.
+      EXPECT_EQ(ChooseChunkElems(dtype, 1 << 20, 1, 1u << 30, maxp), std::max<uint64_t>(1, maxp / es));
+      // Automatic choice above the cap.
+      const uint64_t got = ChooseChunkElems(dtype, uint64_t{1} << 30, 1, 0, maxp);
+      EXPECT_EQ(got, std::max<uint64_t>(1, maxp / es)) << DataTypeName(dtype) << " max_payload=" << maxp;
+      EXPECT_GE(got, 1u);
+      if (maxp >= es) {
+        EXPECT_LE(got * es, maxp);
+      }
+    }
+  }
+}
+
+TEST(PlanChunkElems, AlwaysAtLeastOne) {
+  for (int dt = 0; dt < kNumDataTypes; ++dt) {
+    const auto dtype = static_cast<DataType>(dt);
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{5}}) {
+      for (size_t ov : {size_t{0}, size_t{1}}) {
+        for (uint64_t maxp : {uint64_t{0}, uint64_t{1}, uint64_t{64u << 20}}) {
+          EXPECT_GE(ChooseChunkElems(dtype, count, 3, ov, maxp), 1u);
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanChunkElems, AutomaticChoiceBetweenMinAndMaxChunkBytes) {
+  const uint64_t big_payload = 64u << 20;
+  for (int dt = 0; dt < kNumDataTypes; ++dt) {
+    const auto dtype = static_cast<DataType>(dt);
+    const uint64_t es = DataTypeSize(dtype);
+    // Small messages: one chunk of the minimum size (the whole message fits).
+    EXPECT_EQ(ChooseChunkElems(dtype, 1, 1, 0, big_payload), kMinChunkBytes / es);
+    EXPECT_EQ(ChooseChunkElems(dtype, 1000, 4, 0, big_payload), kMinChunkBytes / es);
+    // Huge messages: chunks of the maximum size.
+    EXPECT_EQ(ChooseChunkElems(dtype, uint64_t{1} << 34, 2, 0, big_payload), kMaxChunkBytes / es);
+    // In between: a sixteenth of the largest shard, in whole 4 KiB pages.
+    const uint64_t mid_shard = 16 * (kMinChunkBytes + 4096);  // -> chunks of kMinChunkBytes + 4 KiB
+    if (mid_shard / 16 < kMaxChunkBytes) {
+      EXPECT_EQ(ChooseChunkElems(dtype, 2 * mid_shard / es, 2, 0, big_payload), (kMinChunkBytes + 4096) / es)
+          << DataTypeName(dtype);
+    }
+    for (uint64_t c = 1; c < (uint64_t{1} << 30); c = c * 3 + 1) {
+      for (int ns : {1, 2, 3, 5}) {
+        const uint64_t elems = ChooseChunkElems(dtype, c, ns, 0, big_payload);
+        const uint64_t bytes = elems * es;
+        EXPECT_GE(bytes + es, kMinChunkBytes) << DataTypeName(dtype) << " count=" << c;
+        EXPECT_LE(bytes, kMaxChunkBytes) << DataTypeName(dtype) << " count=" << c;
+        // A shard of at least 16 maximum chunks is cut into maximum chunks; a shard of at most 16
+        // minimum chunks into minimum ones (or fewer, when it is smaller than one).
+        const uint64_t shard_bytes = Shard(c, ns, 0).len * es;
+        if (shard_bytes >= 16 * kMaxChunkBytes) {
+          EXPECT_EQ(bytes, kMaxChunkBytes / es * es);
+        }
+        if (shard_bytes <= 16 * kMinChunkBytes) {
+          EXPECT_EQ(bytes, kMinChunkBytes / es * es);
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanChunkElems, ChunkCountFitsTheWireField) {
+  // ChunkRef::count is 32 bits: whatever the override and the servers' max_payload, a chunk must
+  // not hold more elements than the field can carry.
+  const uint64_t elems = ChooseChunkElems(DataType::kUInt8, uint64_t{1} << 36, 1, size_t{1} << 34, UINT64_MAX);
+  EXPECT_LE(elems, uint64_t{UINT32_MAX});
+}
+
+// ---- PlanForServer ----
+
+// Independent reference of the chunk cut: the segments a rank contributes to one server.
+std::vector<uint32_t> SegmentsSent(CollType coll, int nranks, int rank) {
+  switch (coll) {
+    case CollType::kAllReduce: return {0};
+    case CollType::kReduceScatter: {
+      std::vector<uint32_t> s;
+      for (int r = 0; r < nranks; ++r) s.push_back(static_cast<uint32_t>(r));
+      return s;
+    }
+    case CollType::kAllGather: return {static_cast<uint32_t>(rank)};
+  }
+  return {};
+}
+
+void CheckPlans(CollType coll, uint64_t count, int nranks, int nservers, uint64_t ce) {
+  // plans[server][rank]
+  std::vector<std::vector<ServerPlan>> plans(nservers, std::vector<ServerPlan>(nranks));
+  for (int j = 0; j < nservers; ++j) {
+    for (int r = 0; r < nranks; ++r) plans[j][r] = PlanForServer(coll, count, nranks, r, nservers, j, ce);
+  }
+  for (int r = 0; r < nranks; ++r) {
+    // Union over servers of rank r's chunks, per segment.
+    std::vector<std::pair<uint64_t, uint64_t>> chunks;  // (offset, count)
+    for (int j = 0; j < nservers; ++j) {
+      const ServerPlan& p = plans[j][r];
+      const std::string where = Where(coll, count, nranks, r, nservers, j, ce);
+      ASSERT_EQ(p.server_elems, plans[j][0].server_elems) << where;
+      if (p.server_elems == 0) {
+        EXPECT_TRUE(p.sends.empty()) << where;
+        EXPECT_EQ(p.expected_replies, 0u) << where;
+      }
+      uint64_t own_elems = 0;
+      for (const auto& c : p.sends) {
+        ASSERT_GT(c.count, 0u) << where;
+        ASSERT_LE(c.count, ce) << where;
+        // Never straddles a segment.
+        const uint64_t seg_begin = coll == CollType::kAllReduce ? 0 : uint64_t{c.segment} * count;
+        if (coll == CollType::kAllReduce) {
+          ASSERT_EQ(c.segment, 0u) << where;
+        }
+        if (coll == CollType::kAllGather) {
+          ASSERT_EQ(c.segment, static_cast<uint32_t>(r)) << where;
+        }
+        ASSERT_LT(c.segment, static_cast<uint32_t>(std::max(nranks, 1))) << where;
+        ASSERT_GE(c.offset, seg_begin) << where;
+        ASSERT_LE(c.offset + c.count, seg_begin + count) << where;
+        chunks.emplace_back(c.offset, c.count);
+        own_elems += c.count;
+        // The server accepts every chunk a correct client cuts.
+        wire::Chunk wc;
+        wc.desc.coll = coll;
+        wc.desc.count = count;
+        wc.desc.server_elems = p.server_elems;
+        wc.ref = c;
+        Status st = server::ValidateChunk(wc, static_cast<uint32_t>(nranks), static_cast<uint32_t>(r));
+        ASSERT_TRUE(st.ok()) << where << ": " << st.message();
+      }
+      // Every rank sends its chunks in the same order (sorted by offset).
+      for (size_t i = 1; i < p.sends.size(); ++i) ASSERT_LT(p.sends[i - 1].offset, p.sends[i].offset) << where;
+      // AllReduce / ReduceScatter: every rank cuts identical chunks.
+      if (coll != CollType::kAllGather) {
+        ASSERT_EQ(p.sends.size(), plans[j][0].sends.size()) << where;
+        for (size_t i = 0; i < p.sends.size(); ++i) {
+          ASSERT_EQ(p.sends[i].offset, plans[j][0].sends[i].offset) << where;
+          ASSERT_EQ(p.sends[i].count, plans[j][0].sends[i].count) << where;
+          ASSERT_EQ(p.sends[i].segment, plans[j][0].sends[i].segment) << where;
+        }
+      }
+      // server_elems is what the server will see completed, summed over all ranks' slots.
+      uint64_t slot_elems = 0;
+      if (coll == CollType::kAllGather) {
+        for (int q = 0; q < nranks; ++q)
+          for (const auto& c : plans[j][q].sends) slot_elems += c.count;
+      } else {
+        slot_elems = own_elems;
+      }
+      ASSERT_EQ(p.server_elems, slot_elems) << where;
+      // Replies, from the server's side: every slot answers each rank once (result or ack); for
+      // all-gather rank r hears about its own chunks (acks) and every other rank's (results).
+      uint64_t replies = 0;
+      if (coll == CollType::kAllGather) {
+        for (int q = 0; q < nranks; ++q) replies += plans[j][q].sends.size();
+      } else {
+        replies = p.sends.size();
+      }
+      ASSERT_EQ(p.expected_replies, replies) << where;
+    }
+    // Coverage: exactly the logical range of each segment, once.
+    std::sort(chunks.begin(), chunks.end());
+    const std::vector<uint32_t> segs = SegmentsSent(coll, nranks, r);
+    size_t k = 0;
+    for (uint32_t s : segs) {
+      const uint64_t begin = coll == CollType::kAllReduce ? 0 : uint64_t{s} * count;
+      uint64_t next = begin;
+      while (k < chunks.size() && chunks[k].first < begin + count) {
+        ASSERT_EQ(chunks[k].first, next) << Where(coll, count, nranks, r, nservers, -1, ce) << " segment " << s;
+        next += chunks[k].second;
+        ++k;
+      }
+      ASSERT_EQ(next, begin + count) << Where(coll, count, nranks, r, nservers, -1, ce) << " segment " << s;
+    }
+    ASSERT_EQ(k, chunks.size()) << Where(coll, count, nranks, r, nservers, -1, ce);
+  }
+}
+
+TEST(PlanForServer, CoversLogicalRangeForEveryShape) {
+  for (CollType coll : kColls) {
+    for (uint64_t count : {1, 2, 3, 5, 7, 16, 31, 100, 257}) {
+      for (int nranks = 1; nranks <= 5; ++nranks) {
+        for (int nservers = 1; nservers <= 4; ++nservers) {
+          for (uint64_t ce : {1, 2, 3, 7, 64, 1000}) {
+            CheckPlans(coll, count, nranks, nservers, ce);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanForServer, CoversLogicalRangeWithRealChunkSizes) {
+  // Counts and chunk sizes as the communicator picks them, including several chunks per shard.
+  for (CollType coll : kColls) {
+    for (uint64_t count : {uint64_t{1000003}, uint64_t{1} << 20, uint64_t{3} << 22}) {
+      for (int nranks : {1, 3, 4}) {
+        for (int nservers : {1, 2, 3}) {
+          const uint64_t ce = ChooseChunkElems(DataType::kFloat32, count, nservers, 0, 64u << 20);
+          CheckPlans(coll, count, nranks, nservers, ce);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanForServer, HugeCountBeyond32Bits) {
+  // Chunk offsets are 64-bit even though chunk counts are 32-bit.
+  const uint64_t count = (uint64_t{1} << 32) + 5;
+  CheckPlans(CollType::kAllReduce, count, 2, 3, uint64_t{1} << 18);
+  CheckPlans(CollType::kAllGather, count, 2, 2, uint64_t{1} << 20);
+}
+
+TEST(PlanForServer, ZeroCountPlansNothing) {
+  for (CollType coll : kColls) {
+    for (int j = 0; j < 3; ++j) {
+      const ServerPlan p = PlanForServer(coll, 0, 4, 1, 3, j, 16);
+      EXPECT_EQ(p.server_elems, 0u);
+      EXPECT_TRUE(p.sends.empty());
+      EXPECT_EQ(p.expected_replies, 0u);
+    }
+  }
+}
+
+TEST(PlanForServer, ExpectedRepliesMatchesDefinition) {
+  // plan.cc: allreduce and reduce-scatter answer every chunk sent; all-gather also delivers every
+  // other rank's chunks of the shard.
+  const uint64_t count = 1001, ce = 10;
+  const int nranks = 4, nservers = 3;
+  for (int j = 0; j < nservers; ++j) {
+    const uint64_t shard = Shard(count, nservers, j).len;
+    const uint64_t per_shard = (shard + ce - 1) / ce;
+    for (int r = 0; r < nranks; ++r) {
+      EXPECT_EQ(PlanForServer(CollType::kAllReduce, count, nranks, r, nservers, j, ce).expected_replies, per_shard);
+      EXPECT_EQ(PlanForServer(CollType::kReduceScatter, count, nranks, r, nservers, j, ce).expected_replies,
+                per_shard * nranks);
+      const ServerPlan ag = PlanForServer(CollType::kAllGather, count, nranks, r, nservers, j, ce);
+      EXPECT_EQ(ag.sends.size(), per_shard);
+      EXPECT_EQ(ag.expected_replies, ag.sends.size() + per_shard * (nranks - 1));
+    }
+  }
+}
+
+TEST(PlanForServer, ChunkCountNeverTruncatedTo32Bits) {
+  // A chunk size above 2^32 elements must not wrap the 32-bit ChunkRef::count.
+  const uint64_t count = (uint64_t{1} << 32) + 5;
+  const ServerPlan p = PlanForServer(CollType::kAllReduce, count, 1, 0, 1, 0, uint64_t{1} << 33);
+  uint64_t covered = 0;
+  for (const auto& c : p.sends) covered += c.count;
+  EXPECT_EQ(covered, count);
+}
+
+}  // namespace
+}  // namespace optcast::client
