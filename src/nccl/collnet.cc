@@ -106,6 +106,31 @@ class CollComm {
   std::vector<CollRequest*> free_;
 };
 
+// What to do about a failure, appended to the WARN after the client's own explanation.
+const char* Advice(Code code) {
+  switch (code) {
+    case Code::kTimeout:
+      return "Check that every rank's process is alive and issues the same collectives; `optcast server --log-level "
+             "info` shows which ranks a server waits for. OPTCAST_TIMEOUT_MS sets the limit";
+    case Code::kUnavailable:
+      return "Check that the servers in OPTCAST_SERVERS run (`optcast server --listen HOST:PORT`) and are reachable "
+             "from this host";
+    case Code::kPeerFailed: return "Another rank of this job failed; its own WARN says why";
+    case Code::kMismatch:
+      return "Every rank must load the same plugin build and set the same OPTCAST_SERVERS (same order) and "
+             "OPTCAST_CHUNK_BYTES";
+    case Code::kProtocol:
+      return "Check that OPTCAST_SERVERS names Optcast reduction servers of the same release as this plugin";
+    default: return "";
+  }
+}
+
+// The client's explanation of `st`, then what to do about it.
+std::string Explain(const Status& st) {
+  const char* advice = Advice(st.code());
+  return *advice == '\0' ? st.message() : st.message() + ". " + advice;
+}
+
 ncclResult_t ResultFor(const Status& st) {
   switch (st.code()) {
     case Code::kInvalidArgument: return ncclInvalidArgument;
@@ -129,7 +154,7 @@ ncclResult_t Start(CollComm* c, const char* what, size_t bytes, void** request, 
   Status st = issue(slot);
   if (!st.ok()) {
     OPTCAST_NCCL_WARN("CollNet {} of {} bytes failed (rank {} of {}, job {}): {}", what, bytes, c->rank(), c->nranks(),
-                      c->job(), st.message());
+                      c->job(), Explain(st));
     c->Release(slot);
     return ResultFor(st);
   }
@@ -244,7 +269,10 @@ ncclResult_t Init() {
     std::vector<transport::Endpoint> eps;
     Status st = transport::ParseEndpointList(*servers, &eps, wire::kDefaultPort);
     if (!st.ok()) {
-      OPTCAST_NCCL_WARN("OPTCAST_SERVERS='{}' is not usable ({}); CollNet disabled", *servers, st.message());
+      OPTCAST_NCCL_WARN(
+          "OPTCAST_SERVERS='{}' is not usable ({}); CollNet disabled. Write it as host:port[,host:port...] (port "
+          "defaults to {}), the same in every process",
+          *servers, st.message(), wire::kDefaultPort);
       return;
     }
     OPTCAST_NCCL_INFO(NCCL_INIT | NCCL_NET,
@@ -266,7 +294,7 @@ int DeviceCount() {
 ncclResult_t Listen(int dev, void* handle, void** listen_comm) {
   *listen_comm = nullptr;
   if (dev != 0) {
-    OPTCAST_NCCL_WARN("CollNet listen on device {}; there is one CollNet device", dev);
+    OPTCAST_NCCL_WARN("CollNet listen on device {}, but devices() reported one CollNet device (0)", dev);
     return ncclInvalidArgument;
   }
   std::memset(handle, 0, kNetHandleMaxSize);
@@ -315,28 +343,32 @@ ncclResult_t Connect(void* const* handles, int nranks, int rank, void* listen_co
   CommunicatorOptions opts;
   Status st = ApplyEnvironment(&opts);
   if (!st.ok()) {
-    OPTCAST_NCCL_WARN("CollNet disabled: {}", st.message());
+    OPTCAST_NCCL_WARN("CollNet disabled: {}. Fix it in every process, or unset it for the default", st.message());
     return ncclInvalidUsage;
   }
   if (opts.servers.empty()) {
-    OPTCAST_NCCL_WARN("OPTCAST_SERVERS is not set; CollNet disabled");
+    OPTCAST_NCCL_WARN(
+        "OPTCAST_SERVERS is not set; CollNet disabled. Set OPTCAST_SERVERS=host:port[,host:port...] in every "
+        "process, or leave NCCL_COLLNET_ENABLE unset");
     return ncclInvalidUsage;
   }
   opts.job_id = JobIdFromHandles(handles, nranks);
   opts.nranks = nranks;
   opts.rank = rank;
   const std::string job = opts.job_id.ToHex();
+  std::string servers;
+  for (const auto& s : opts.servers) servers += (servers.empty() ? "" : ",") + s;
+  // Blocks, like every CollNet plugin's connect, but never past the connect timeout (retrying
+  // refused connections) plus OPTCAST_TIMEOUT_MS per server for its welcome.
   std::unique_ptr<Communicator> comm;
   st = Communicator::Create(opts, &comm);
   if (!st.ok()) {
     OPTCAST_NCCL_WARN(
-        "CollNet NOT active: rank {} of {} cannot join job {} on the reduction servers: {}. NCCL falls "
-        "back to point-to-point algorithms",
-        rank, nranks, job, st.message());
+        "CollNet NOT active: rank {} of {} cannot join job {} on the reduction servers {} (OPTCAST_SERVERS, "
+        "OPTCAST_CONNECT_TIMEOUT_MS={}): {}. NCCL falls back to point-to-point algorithms",
+        rank, nranks, job, servers, opts.connect_timeout.count(), Explain(st));
     return ResultFor(st);
   }
-  std::string servers;
-  for (const auto& s : opts.servers) servers += (servers.empty() ? "" : ",") + s;
   OPTCAST_NCCL_INFO(NCCL_INIT | NCCL_NET, "CollNet active: rank {} of {} joined job {} on {} reduction server(s) {}",
                     rank, nranks, job, opts.servers.size(), servers);
   *coll_comm = new CollComm(std::move(comm), job);
@@ -473,13 +505,12 @@ ncclResult_t Test(void* request, int* done, int* size) {
   Status st = c->comm().Test(slot->op, &finished);
   if (!finished) {
     if (st.ok()) return ncclSuccess;
-    OPTCAST_NCCL_WARN("CollNet test failed (rank {} of {}, job {}): {}", c->rank(), c->nranks(), c->job(),
-                      st.message());
+    OPTCAST_NCCL_WARN("CollNet test failed (rank {} of {}, job {}): {}", c->rank(), c->nranks(), c->job(), Explain(st));
     return ResultFor(st);
   }
   if (!st.ok()) {
     OPTCAST_NCCL_WARN("CollNet collective failed (rank {} of {}, job {}): {}", c->rank(), c->nranks(), c->job(),
-                      st.message());
+                      Explain(st));
     c->Release(slot);
     return ResultFor(st);
   }

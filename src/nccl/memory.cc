@@ -14,8 +14,9 @@ ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
   if (type != kPtrHost) {
     OPTCAST_NCCL_WARN(
-        "regMr of {} bytes with pointer type {}: only host memory is supported (ptrSupport = "
-        "NCCL_PTR_HOST); GPU buffers are staged through host memory by NCCL",
+        "regMr of {} bytes with pointer type {} refused: the Optcast plugin takes host memory only (ptrSupport = "
+        "NCCL_PTR_HOST) and NCCL stages GPU buffers through host memory by itself. If NCCL keeps asking, it "
+        "ignored ptrSupport: set NCCL_NET_GDR_LEVEL=LOC",
         size, type);
     return ncclInternalError;
   }
@@ -23,9 +24,13 @@ ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle) {
   return ncclSuccess;
 }
 
-ncclResult_t RegisterDmaBuf(void** mhandle) {
+ncclResult_t RegisterDmaBuf(size_t size, int type, int fd, void** mhandle) {
   if (mhandle != nullptr) *mhandle = nullptr;
-  OPTCAST_NCCL_WARN("regMrDmaBuf called, but the plugin does not advertise NCCL_PTR_DMABUF");
+  OPTCAST_NCCL_WARN(
+      "regMrDmaBuf of {} bytes (pointer type {}, fd {}) refused: the Optcast plugin does not support DMA-BUF "
+      "(ptrSupport = NCCL_PTR_HOST, without NCCL_PTR_DMABUF), so NCCL stages GPU buffers through host memory. If "
+      "NCCL keeps asking, it ignored ptrSupport: set NCCL_DMABUF_ENABLE=0",
+      size, type, fd);
   return ncclInternalError;
 }
 

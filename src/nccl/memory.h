@@ -20,8 +20,10 @@ struct MemRegion {
 };
 
 // Only host memory (NCCL_PTR_HOST) is accepted: the plugin advertises no GPU-direct support.
+// Anything else is refused with ncclInternalError and a WARN saying why (NCCL never asks when
+// it honours ptrSupport).
 ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle);
-ncclResult_t RegisterDmaBuf(void** mhandle);
+ncclResult_t RegisterDmaBuf(size_t size, int type, int fd, void** mhandle);
 ncclResult_t DeregisterMemory(void* mhandle);
 
 }  // namespace optcast::nccl

@@ -51,6 +51,15 @@ ncclResult_t Guard(const char* what, F&& body) noexcept {
   return ncclInternalError;
 }
 
+// An argument NCCL should never pass: a WARN naming the call and the value, then an error.
+ncclResult_t BadArgument(const char* what, long long value) noexcept {
+  try {
+    OPTCAST_NCCL_WARN("{} called with {}; refused (an NCCL/plugin ABI mismatch?)", what, value);
+  } catch (...) {
+  }
+  return ncclInvalidArgument;
+}
+
 // ---- properties, one template for every layout ----
 
 uint64_t Guid(const std::string& name) {
@@ -175,12 +184,12 @@ ncclResult_t RegMr(void* /*comm*/, void* data, size_t size, int type, void** mha
   return Guard("regMr", [&] { return RegisterMemory(data, size, type, mhandle); });
 }
 ncclResult_t RegMrInt(void* comm, void* data, int size, int type, void** mhandle) {
-  if (size < 0) return ncclInvalidArgument;
+  if (size < 0) return BadArgument("regMr: size", size);
   return RegMr(comm, data, static_cast<size_t>(size), type, mhandle);
 }
-ncclResult_t RegMrDmaBuf(void* /*comm*/, void* /*data*/, size_t /*size*/, int /*type*/, uint64_t /*offset*/, int /*fd*/,
+ncclResult_t RegMrDmaBuf(void* /*comm*/, void* /*data*/, size_t size, int type, uint64_t /*offset*/, int fd,
                          void** mhandle) {
-  return Guard("regMrDmaBuf", [&] { return RegisterDmaBuf(mhandle); });
+  return Guard("regMrDmaBuf", [&] { return RegisterDmaBuf(size, type, fd, mhandle); });
 }
 ncclResult_t DeregMr(void* /*comm*/, void* mhandle) {
   return Guard("deregMr", [&] { return DeregisterMemory(mhandle); });
@@ -189,17 +198,17 @@ ncclResult_t NetIsend(void* send_comm, void* data, size_t size, int tag, void* m
   return Guard("isend", [&] { return net::Isend(send_comm, data, size, tag, mhandle, request); });
 }
 ncclResult_t NetIsendInt(void* send_comm, void* data, int size, int tag, void* mhandle, void** request) {
-  if (size < 0) return ncclInvalidArgument;
+  if (size < 0) return BadArgument("isend: size", size);
   return NetIsend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
 }
 ncclResult_t NetIrecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
   return Guard("irecv", [&] { return net::Irecv(recv_comm, n, data, sizes, tags, mhandles, request); });
 }
 ncclResult_t NetIrecvInt(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request) {
-  if (n < 1 || n > net::kMaxRecvs) return ncclInvalidArgument;
+  if (n < 1 || n > net::kMaxRecvs) return BadArgument("irecv: receive count", n);
   size_t wide[net::kMaxRecvs];
   for (int i = 0; i < n; ++i) {
-    if (sizes[i] < 0) return ncclInvalidArgument;
+    if (sizes[i] < 0) return BadArgument("irecv: size", sizes[i]);
     wide[i] = static_cast<size_t>(sizes[i]);
   }
   return NetIrecv(recv_comm, n, data, wide, tags, mhandles, request);
@@ -275,7 +284,7 @@ ncclResult_t CollDevices(int* ndev) {
 template <typename Props>
 ncclResult_t CollGetProperties(int dev, Props* props) {
   return Guard("collnet getProperties", [&] {
-    if (dev != 0) return ncclInvalidArgument;
+    if (dev != 0) return BadArgument("collnet getProperties: device (there is one, 0)", dev);
     return FillProperties(0, true, props);
   });
 }
@@ -298,7 +307,7 @@ ncclResult_t CollIallreduce(void* coll_comm, void* send, void* recv, size_t coun
 }
 ncclResult_t CollIallreduceInt(void* coll_comm, void* send, void* recv, int count, ncclDataType_t dtype, ncclRedOp_t op,
                                void* send_mhandle, void* recv_mhandle, void** request) {
-  if (count < 0) return ncclInvalidArgument;
+  if (count < 0) return BadArgument("collnet iallreduce: count", count);
   return CollIallreduce(coll_comm, send, recv, static_cast<size_t>(count), dtype, op, send_mhandle, recv_mhandle,
                         request);
 }
@@ -316,7 +325,7 @@ ncclResult_t CollIallgather(void* coll_comm, void* send, int nparts, SgeT* recv_
                             size_t window_offset, size_t window_bytes, void* /*send_mhandle*/, void** request) {
   return Guard("collnet iallgather", [&] {
     std::vector<collnet::Sge> parts;
-    if (!Widen(recv_parts, nparts, &parts)) return ncclInvalidArgument;
+    if (!Widen(recv_parts, nparts, &parts)) return BadArgument("collnet iallgather: part count", nparts);
     return collnet::IAllGather(coll_comm, send, parts.data(), nparts, bytes_per_rank, window_offset, window_bytes,
                                request);
   });
@@ -328,7 +337,7 @@ ncclResult_t CollIreducescatter(void* coll_comm, int nparts, SgeT* send_parts, v
                                 void* /*recv_mhandle*/, void** request) {
   return Guard("collnet ireducescatter", [&] {
     std::vector<collnet::Sge> parts;
-    if (!Widen(send_parts, nparts, &parts)) return ncclInvalidArgument;
+    if (!Widen(send_parts, nparts, &parts)) return BadArgument("collnet ireducescatter: part count", nparts);
     return collnet::IReduceScatter(coll_comm, parts.data(), nparts, recv, bytes_per_rank, window_offset, window_bytes,
                                    dtype, op, request);
   });

@@ -325,6 +325,38 @@ TEST_F(CollNet, AllGatherWholeBufferAndWindows) {
   }
 }
 
+// A rank that is still busy with the previous collective when the others start an all-gather
+// must not receive their data for a collective it has not issued yet (that fails its
+// communicator: "answered collective #N, which is not in flight").
+TEST_F(CollNet, AllGatherWhileOneRankIsStillBusy) {
+  constexpr int kRanks = 3;
+  constexpr size_t kPart = 4099;
+  Group g(kRanks);
+  std::vector<uint8_t> expected;
+  for (int r = 0; r < kRanks; ++r) {
+    const auto p = Part(r, kPart);
+    expected.insert(expected.end(), p.begin(), p.end());
+  }
+  OnRanks(kRanks, [&](int r) {
+    std::vector<float> x(1000, 1.0f);
+    void* req = nullptr;
+    ASSERT_EQ(g.cn->iallreduce(g.coll[r], x.data(), x.data(), x.size(), ncclFloat32, ncclSum, nullptr, nullptr, &req),
+              ncclSuccess);
+    // The last rank lets the others finish the all-reduce and start the all-gather before it
+    // polls again.
+    if (r == kRanks - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WaitColl(g.cn, req);
+    const auto mine = Part(r, kPart);
+    std::vector<uint8_t> out(kRanks * kPart, 0xcc);
+    ncclNetSGE_v11_t part{nullptr, out.data(), out.size()};
+    ASSERT_EQ(
+        g.cn->iallgather(g.coll[r], const_cast<uint8_t*>(mine.data()), 1, &part, kPart, 0, out.size(), nullptr, &req),
+        ncclSuccess);
+    WaitColl(g.cn, req, static_cast<int>(out.size()));
+    EXPECT_TRUE(out == expected) << "rank " << r;
+  });
+}
+
 TEST_F(CollNet, ReduceScatterWholeBufferAndWindows) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 2503;  // elements per rank
