@@ -27,7 +27,7 @@ int ServersToUse(DataType dtype, uint64_t count, int nservers);
 // between kMinChunkBytes and kMaxChunkBytes, so a large message is pipelined and a small one is
 // one chunk.
 inline constexpr uint64_t kMinChunkBytes = 32 * 1024;
-inline constexpr uint64_t kMaxChunkBytes = 128 * 1024;
+inline constexpr uint64_t kMaxChunkBytes = 64 * 1024;
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
                           uint64_t max_payload);
 

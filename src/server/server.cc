@@ -483,7 +483,7 @@ class Server::Impl : public transport::MessageHandler {
       tracker->done = done;
       const auto meta = wire::EncodeResult(done);
       for (uint32_t r = 0; r < job->nranks; ++r) {
-        if (r == src || job->ranks[r] == nullptr) continue;
+        if (r == src) continue;  // a rank not yet connected gets it once it joins (deferred)
         OutMessage m = transport::MakeOutMessage(meta, data.get(), bytes);
         m.keepalive = data;
         ++tracker->remaining;

@@ -287,6 +287,57 @@ TEST(E2eAllGather, SlowRankStillCollectingThePreviousCollective) {
   EXPECT_EQ(farm.WaitIdle(), "");
 }
 
+// An all-gather as the very first collective, while one rank has not even connected yet: the
+// data of the ranks that were early must still reach it. Ranks 0 and 1 issue the all-gather
+// before rank 2 creates its communicator.
+TEST(E2eAllGather, FirstCollectiveWithALateConnectingRank) {
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Bind(2));
+  const auto servers = farm.addresses();
+  const JobId job = JobId::Random();
+  constexpr int kRanks = 3, kLate = 2;
+  constexpr size_t kSmall = 777, kLarge = 40000;  // one server; both servers
+  Shared sh;
+  Children kids;
+  for (int r = 0; r < kRanks; ++r) {
+    kids.Spawn([&, r]() -> int {
+      if (r == kLate) {
+        const auto deadline = Clock::now() + milliseconds(10000);
+        while (sh->flag[0].load() == 0 || sh->flag[1].load() == 0) {
+          if (Clock::now() > deadline) return sh.Fail(r, "the other ranks never started");
+          std::this_thread::sleep_for(milliseconds(1));
+        }
+        std::this_thread::sleep_for(milliseconds(200));  // their chunks reach the servers first
+      }
+      std::unique_ptr<Communicator> comm;
+      Status st = MakeComm(servers, job, kRanks, r, CommConfig{milliseconds(5000)}, &comm);
+      if (!st.ok()) return sh.Fail(r, "create: " + st.ToString());
+      const uint64_t s1 = SeedFor(92), s2 = SeedFor(93);
+      std::vector<int32_t> a_in(kSmall), a_out(kSmall * kRanks);
+      std::vector<float> b_in(kLarge), b_out(kLarge * kRanks);
+      FillInput(DataType::kInt32, RedOp::kSum, s1, r, 0, kSmall, a_in.data());
+      FillInput(DataType::kFloat32, RedOp::kSum, s2, r, 0, kLarge, b_in.data());
+      Request* a = nullptr;
+      Request* b = nullptr;
+      st = comm->IAllGather(a_in.data(), a_out.data(), kSmall, DataType::kInt32, &a);
+      if (st.ok()) st = comm->IAllGather(b_in.data(), b_out.data(), kLarge, DataType::kFloat32, &b);
+      if (!st.ok()) return sh.Fail(r, "issue: " + st.ToString());
+      sh->flag[r] = 1;
+      st = comm->Wait(a);
+      if (!st.ok()) return sh.Fail(r, "all-gather #1: " + st.ToString());
+      st = comm->Wait(b);
+      if (!st.ok()) return sh.Fail(r, "all-gather #2: " + st.ToString());
+      std::string err = VerifyAllGather(a_out.data(), DataType::kInt32, s1, kRanks, kSmall);
+      if (err.empty()) err = VerifyAllGather(b_out.data(), DataType::kFloat32, s2, kRanks, kLarge);
+      if (!err.empty()) return sh.Fail(r, err);
+      return 0;
+    });
+  }
+  farm.Serve();
+  ExpectChildrenOk(kids, sh, milliseconds(30000));
+  EXPECT_EQ(farm.WaitIdle(), "");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST(E2eAllReduce, LargeMessagePipelined) {
@@ -378,7 +429,15 @@ int InFlightRank(Shared& sh, const std::vector<std::string>& servers, const JobI
         --remaining;
       }
     }
-    if (Clock::now() > deadline) return sh.Fail(rank, std::to_string(remaining) + " requests still pending after 30 s");
+    if (Clock::now() > deadline) {
+      std::string which;
+      for (int i = 0; i < 4; ++i) {
+        if (!done[i]) which += " " + std::to_string(i);
+      }
+      return sh.Fail(rank, "round " + std::to_string(round) + ": requests" + which + " (0: allreduce float32, 1: "
+                           "allgather int32, 2: allreduce float64 in place, 3: allgather bfloat16 in place) still "
+                           "pending after 30 s");
+    }
   }
   sh->value[rank][round] = polls;
   std::string err = VerifyReduction(a_recv.data(), DataType::kFloat32, RedOp::kSum, sa, nranks, 0, a_count);

@@ -78,7 +78,8 @@ int HealthyRank(Shared& sh, const std::vector<std::string>& servers, const JobId
 
 enum class Disagree { kDataType, kCount, kOp };
 
-void RunMismatch(Disagree kind, size_t count, std::initializer_list<const char*> words) {
+void RunMismatch(Disagree kind, size_t count, std::initializer_list<const char*> words,
+                 CommConfig config = FaultConfig()) {
   ServerFarm farm;
   E2E_ASSERT_OK(farm.Bind(2));
   const auto servers = farm.addresses();
@@ -94,7 +95,7 @@ void RunMismatch(Disagree kind, size_t count, std::initializer_list<const char*>
     for (int r = 0; r < kRanks; ++r) {
       kids.Spawn([&, r]() -> int {
         std::unique_ptr<Communicator> comm;
-        Status st = MakeComm(servers, bad_job, kRanks, r, FaultConfig(), &comm);
+        Status st = MakeComm(servers, bad_job, kRanks, r, config, &comm);
         if (!st.ok()) return sh.Fail(r, "create: " + st.ToString());
         // A good collective first: the disagreement is in the middle of a job.
         uint64_t h = 0;
@@ -113,6 +114,8 @@ void RunMismatch(Disagree kind, size_t count, std::initializer_list<const char*>
         if (odd && kind == Disagree::kDataType) dt = DataType::kFloat16;
         if (odd && kind == Disagree::kCount) n = count + 1;
         if (odd && kind == Disagree::kOp) op = RedOp::kMax;
+        // Declared after `comm`, so freed before it is destroyed: once the collective has
+        // returned (even with an error) the library must not touch these buffers again.
         std::vector<uint8_t> send((count + 1) * 4, 1), recv((count + 1) * 4);
         const int64_t t0 = NowNs();
         st = comm->AllReduce(send.data(), recv.data(), n, dt, op);
@@ -165,6 +168,15 @@ TEST(E2eFaults, MismatchedOpIsReportedToEveryRank) {
 TEST(E2eFaults, MismatchedDataTypeInLargeMessageIsReportedToEveryRank) {
   // Several MiB per rank: the ranks are still sending when the server detects the disagreement.
   RunMismatch(Disagree::kDataType, size_t{4} << 20, {"data type"});
+}
+TEST(E2eFaults, MismatchedDataTypeWithADeepWindowIsReportedToEveryRank) {
+  // More bytes in flight than the sockets hold: when the error arrives, chunks are still queued
+  // in the client. The ranks free their buffers before destroying the communicator (allowed:
+  // the collective has completed, with an error), so nothing may touch them afterwards.
+  CommConfig deep = FaultConfig();
+  deep.chunk_bytes = 1 << 20;
+  deep.window = 16;
+  RunMismatch(Disagree::kDataType, size_t{8} << 20, {"data type"}, deep);
 }
 
 // A collective that every server completed must not be reported failed on a rank that reads its
