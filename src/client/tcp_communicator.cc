@@ -81,7 +81,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     // Say goodbye so the server retires the job without logging a failure.
     const auto bye = wire::EncodeBye();
     for (auto& s : servers_) {
-      if (!s.conn) continue;
+      if (!s.conn || s.failed) continue;
       s.conn->Send(transport::MakeOutMessage(bye, nullptr, 0));
       Deadline d = Deadline::After(std::chrono::milliseconds(200));
       while (s.conn->HasPendingWrites() && !d.Expired()) {
@@ -342,8 +342,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
         wire::Chunk chunk{ps.desc, ref};
-        s.conn->Send(transport::MakeOutMessage(wire::EncodeChunk(chunk), src + src_elem * ps.req->esize,
-                                               static_cast<uint64_t>(ref.count) * ps.req->esize));
+        transport::OutMessage msg = transport::MakeOutMessage(
+            wire::EncodeChunk(chunk), src + src_elem * ps.req->esize, static_cast<uint64_t>(ref.count) * ps.req->esize);
+        msg.tag = ps.req->seq;
+        s.conn->Send(std::move(msg));
         ++s.inflight;
         s.inflight_bytes += bytes;
         if (ps.next == ps.chunks.size()) s.queue.pop_front();
@@ -412,19 +414,39 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     if (link.failed) return;
     link.failed = true;
     link.queue.clear();
+    link.conn->DropPendingWrites();
     if (broken_.ok()) {
       broken_ = why;
       Log().error("rank {}: {}", opts_.rank, why.message());
     }
+    std::vector<Request*> failed;
     for (auto it = active_.begin(); it != active_.end();) {
       Request* req = it->second;
       if (req->pending_link[link.index] > 0) {
-        req->status = why;
-        req->done = true;
+        failed.push_back(req);
         it = active_.erase(it);
       } else {
         ++it;
       }
+    }
+    Abandon(failed, why);
+  }
+
+  // Fails these requests. Their buffers go back to the caller, so nothing may read them later:
+  // unsent chunks are forgotten and a chunk half written on a live link is finished from a copy.
+  void Abandon(const std::vector<Request*>& reqs, const Status& why) {
+    if (reqs.empty()) return;
+    std::unordered_map<uint64_t, bool> seqs;
+    for (Request* r : reqs) seqs[r->seq] = true;
+    for (auto& s : servers_) {
+      for (auto it = s.queue.begin(); it != s.queue.end();) {
+        it = seqs.count(it->req->seq) ? s.queue.erase(it) : it + 1;
+      }
+      if (!s.failed) s.conn->DetachPayloads([&](uint64_t tag) { return seqs.count(tag) > 0; });
+    }
+    for (Request* r : reqs) {
+      r->status = why;
+      r->done = true;
     }
   }
 
@@ -435,12 +457,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       broken_ = why;
       Log().error("rank {}: {}", opts_.rank, why.message());
     }
-    for (auto& [seq, req] : active_) {
-      req->status = why;
-      req->done = true;
-    }
+    std::vector<Request*> failed;
+    for (auto& [seq, req] : active_) failed.push_back(req);
     active_.clear();
-    for (auto& s : servers_) s.queue.clear();
+    Abandon(failed, why);
   }
 
   CommunicatorOptions opts_;

@@ -30,6 +30,7 @@ struct OutMessage {
   uint64_t payload_len = 0;
   std::shared_ptr<const void> keepalive;
   std::function<void()> on_done;  // runs once the bytes are handed to the kernel
+  uint64_t tag = 0;               // the sender's label (the client: the collective's sequence number)
 };
 
 OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len);

@@ -163,6 +163,34 @@ Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
   }
 }
 
+void Connection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
+  std::deque<OutMessage> kept;
+  bool first = true;
+  for (OutMessage& m : out_) {
+    const bool started = first && out_offset_ > 0;
+    first = false;
+    if (!pred(m.tag)) {
+      kept.push_back(std::move(m));
+      continue;
+    }
+    if (!started) continue;  // never begun: the peer will not miss it
+    if (m.payload_len > 0 && !m.keepalive) {
+      auto copy = std::shared_ptr<uint8_t[]>(new uint8_t[m.payload_len]);
+      std::memcpy(copy.get(), m.payload, m.payload_len);
+      m.payload = copy.get();
+      m.keepalive = std::move(copy);
+    }
+    kept.push_back(std::move(m));
+  }
+  out_ = std::move(kept);
+  if (out_.empty()) out_offset_ = 0;
+}
+
+void Connection::DropPendingWrites() {
+  out_.clear();
+  out_offset_ = 0;
+}
+
 void Connection::ShutdownWrite() { ::shutdown(socket_.fd(), SHUT_WR); }
 
 bool Connection::DiscardAvailable() {

@@ -29,6 +29,13 @@ class Connection {
   // Returns Unavailable when the peer closed, Protocol on garbage, or the handler's error.
   Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20);
 
+  // For queued messages whose tag satisfies `pred`: drops those not started, and copies the
+  // unsent rest of a partly written one into memory of its own, so that the caller's buffer may
+  // be freed while the stream stays well-formed.
+  void DetachPayloads(const std::function<bool(uint64_t)>& pred);
+  // Forgets every queued message (the connection will not be written again).
+  void DropPendingWrites();
+
   // Half-closes the sending side (the peer sees end-of-stream after what was sent).
   void ShutdownWrite();
   // Reads and throws away what the peer sends. Returns false once the peer has closed.
