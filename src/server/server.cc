@@ -40,6 +40,10 @@ struct ConnState {
 
 namespace {
 
+// Per-chunk state grows with a job's rank count, and a hello is untrusted input: cap it so one
+// hello cannot make every chunk slot of its job allocate megabytes.
+constexpr uint32_t kMaxRanksPerJob = 8192;
+
 struct JobIdHash {
   size_t operator()(const wire::JobIdBytes& id) const {
     size_t h = 1469598103934665603ull;
@@ -335,9 +339,10 @@ class Server::Impl : public transport::MessageHandler {
   Status OnHello(ConnState* cs, const wire::Hello& h) {
     if (cs->job) return ProtocolError("second hello on one connection");
     const std::string hex = wire::JobIdHex(h.job_id);
-    if (h.nranks == 0 || h.nranks > (1u << 20)) {
-      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; nranks must be 1..{}", hex,
-                                                    h.nranks, 1u << 20)));
+    if (h.nranks == 0 || h.nranks > kMaxRanksPerJob) {
+      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; a job on one server has 1..{} "
+                                                    "ranks (larger jobs need an aggregation tree)",
+                                                    hex, h.nranks, kMaxRanksPerJob)));
     }
     if (h.rank >= h.nranks) {
       return Refuse(cs, InvalidArgument(fmt::format("rank {} is out of range for job {} of {} ranks; ranks are "
