@@ -1,0 +1,218 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Writes the seed corpus: fuzz_make_seeds DIR  ->  DIR/<target>/<name>.
+// Rebuild with `cmake --build build-fuzz -t fuzz_seeds` after a protocol change.
+//
+// fuzz_make_seeds --large DIR writes a few large seeds instead (not committed: scripts/fuzz.sh
+// adds them to its working corpus). Only payloads of 32 KiB and more take the connection's path
+// that receives straight into the destination buffer, and libFuzzer does not grow small inputs
+// that far by itself.
+//
+// fuzz_make_seeds --repro DIR writes the reproducers of open findings (fuzz/repro/, see
+// docs/testing.md).
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "frames.h"
+#include "optcast/status.h"
+#include "optcast/types.h"
+#include "wire/protocol.h"
+
+namespace optcast::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+
+int g_files = 0;
+
+bool g_large = false;
+
+void Write(const fs::path& dir, const std::string& name, const Bytes& b) {
+  fs::create_directories(dir);
+  std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  FUZZ_CHECK(f.good(), "cannot write %s", (dir / name).c_str());
+  FUZZ_CHECK(g_large || b.size() < 4096, "seed %s has %zu bytes", name.c_str(), b.size());
+  ++g_files;
+}
+
+Bytes Cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const Bytes& p : parts) Append(&out, p);
+  return out;
+}
+
+Bytes Truncate(Bytes b, size_t drop) {
+  b.resize(b.size() > drop ? b.size() - drop : 0);
+  return b;
+}
+
+wire::Hello MakeHello(uint32_t nranks, uint32_t rank) {
+  wire::Hello h;
+  for (int i = 0; i < 16; ++i) h.job_id[i] = static_cast<uint8_t>(0x10 + i);
+  h.nranks = nranks;
+  h.rank = rank;
+  return h;
+}
+
+wire::Chunk MakeChunk(CollType coll, DataType dt, RedOp op, uint64_t count, uint32_t segment, uint64_t offset,
+                      uint32_t n) {
+  wire::Chunk c;
+  c.desc.coll_seq = 7;
+  c.desc.coll = coll;
+  c.desc.dtype = dt;
+  c.desc.op = op;
+  c.desc.count = count;
+  c.desc.server_elems = count;
+  c.ref.segment = segment;
+  c.ref.offset = offset;
+  c.ref.count = n;
+  return c;
+}
+
+Bytes Payload(const wire::Chunk& c) {
+  Bytes p(static_cast<size_t>(c.ref.count) * DataTypeSize(c.desc.dtype));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i * 37 + 1);
+  return p;
+}
+
+Bytes ChunkFrame(const wire::Chunk& c) { return Frame(wire::EncodeChunk(c), Payload(c)); }
+
+Bytes WithVersion(Bytes meta, uint16_t version) {
+  meta[0] = static_cast<uint8_t>(version);
+  meta[1] = static_cast<uint8_t>(version >> 8);
+  return meta;
+}
+
+}  // namespace
+}  // namespace optcast::fuzz
+
+int main(int argc, char** argv) {
+  using namespace optcast;
+  using namespace optcast::fuzz;
+  const std::string flag = argc == 3 ? argv[1] : "";
+  g_large = flag == "--large" || flag == "--repro";
+  if (argc != 2 && !g_large) {
+    std::fprintf(stderr, "usage: %s [--large|--repro] DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path root = argv[argc - 1];
+  if (flag == "--repro") {
+    // Findings 1 and 2: a hello for the most ranks a server accepts (8192), then 1000 one-byte
+    // int8 chunks (65 KB in all), none of which can ever complete.
+    auto many_ranks = [](uint8_t id0, CollType coll, int chunks, bool distinct_collectives) {
+      wire::Hello h;
+      for (int i = 0; i < 16; ++i) h.job_id[i] = static_cast<uint8_t>(id0 + i);
+      h.nranks = 8192;
+      h.rank = 0;
+      Bytes s{0};  // fuzz_server_session mode byte: no prelude
+      Append(&s, Frame(wire::EncodeHello(h)));
+      for (int i = 0; i < chunks; ++i) {
+        wire::Chunk c = MakeChunk(coll, DataType::kInt8, RedOp::kSum, 1u << 20, 0, distinct_collectives ? 0 : i, 1);
+        c.desc.coll_seq = distinct_collectives ? static_cast<uint64_t>(i) : 1;
+        Append(&s, ChunkFrame(c));
+      }
+      return s;
+    };
+    Write(root, "chunks_many_ranks", many_ranks(0xc0, CollType::kAllReduce, 1000, true));
+    Write(root, "allgather_many_ranks", many_ranks(0xd0, CollType::kAllGather, 1000, false));
+    // Finding 3 (fuzz_decode with OPTCAST_FUZZ_STRICT=1): segment * count wraps around 2^64.
+    wire::Chunk wrap = MakeChunk(CollType::kAllGather, DataType::kFloat32, RedOp::kSum, 0x200000005ull, 0xfffffffeu,
+                                 0xffffffffull, 0xc6000000u);
+    wrap.desc.coll_seq = 0x0000080000000007ull;
+    wrap.desc.server_elems = 0x400000000ull;
+    Write(root, "validatechunk_segment_overflow", wire::EncodeChunk(wrap));
+    std::printf("wrote %d reproducers under %s\n", g_files, root.c_str());
+    return 0;
+  }
+  if (g_large) {
+    const Bytes hello = wire::EncodeHello(MakeHello(1, 0));
+    // 40000 and 70000 bytes of payload: more than half the connection's 64 KiB staging buffer.
+    const wire::Chunk c40 = MakeChunk(CollType::kAllReduce, DataType::kFloat32, RedOp::kSum, 40000, 0, 0, 10000);
+    const wire::Chunk c70 = MakeChunk(CollType::kAllReduce, DataType::kUInt8, RedOp::kMax, 70000, 0, 0, 70000);
+    const fs::path fr = root / "fuzz_framing";
+    Write(fr, "large_chunk_40k", Cat({Frame(hello), ChunkFrame(c40), Frame(wire::EncodeBye())}));
+    Write(fr, "large_chunks_70k_40k", Cat({ChunkFrame(c70), ChunkFrame(c40)}));
+    Write(fr, "large_chunk_truncated", Truncate(ChunkFrame(c70), 20000));
+    std::printf("wrote %d large seed files under %s\n", g_files, root.c_str());
+    return 0;
+  }
+
+  const Bytes hello = wire::EncodeHello(MakeHello(1, 0));
+  const Bytes hello2 = wire::EncodeHello(MakeHello(2, 1));
+  const Bytes welcome = wire::EncodeWelcome({64u << 20, 30000});
+  const Bytes error = wire::EncodeError({Code::kMismatch, 7, "ranks disagree on collective #7"});
+  const wire::Chunk ar = MakeChunk(CollType::kAllReduce, DataType::kFloat32, RedOp::kSum, 16, 0, 0, 4);
+  const wire::Chunk ar2 = MakeChunk(CollType::kAllReduce, DataType::kFloat32, RedOp::kSum, 16, 0, 4, 4);
+  const wire::Chunk rs = MakeChunk(CollType::kReduceScatter, DataType::kBFloat16, RedOp::kMax, 8, 0, 2, 3);
+  const wire::Chunk ag = MakeChunk(CollType::kAllGather, DataType::kInt64, RedOp::kSum, 5, 0, 0, 5);
+  const wire::Chunk avg = MakeChunk(CollType::kAllReduce, DataType::kInt8, RedOp::kAvg, 9, 0, 0, 9);
+  const wire::Chunk prod = MakeChunk(CollType::kAllReduce, DataType::kInt32, RedOp::kProd, 70, 0, 0, 70);
+  const wire::ChunkDone done{7, {0, 4, 4}};
+  const Bytes chunk = wire::EncodeChunk(ar);
+
+  // fuzz_decode: bare meta blocks.
+  const fs::path dec = root / "fuzz_decode";
+  Write(dec, "hello", hello);
+  Write(dec, "welcome", welcome);
+  Write(dec, "error", error);
+  Write(dec, "chunk_allreduce", chunk);
+  Write(dec, "chunk_reducescatter", wire::EncodeChunk(rs));
+  Write(dec, "chunk_allgather", wire::EncodeChunk(ag));
+  Write(dec, "result", wire::EncodeResult(done));
+  Write(dec, "ack", wire::EncodeAck(done));
+  Write(dec, "bye", wire::EncodeBye());
+  Write(dec, "hello_wrong_version", WithVersion(hello, 2));
+  Write(dec, "chunk_truncated", Truncate(chunk, 5));
+
+  // fuzz_framing: byte streams of frames.
+  const fs::path fr = root / "fuzz_framing";
+  Write(fr, "hello", Frame(hello));
+  Write(fr, "hello_chunk_bye", Cat({Frame(hello), ChunkFrame(ar), ChunkFrame(ar2), Frame(wire::EncodeBye())}));
+  Write(fr, "error", Frame(error));
+  Write(fr, "chunk_truncated_payload", Truncate(ChunkFrame(ar), 3));
+  Write(fr, "chunk_truncated_header", Truncate(ChunkFrame(ar), ChunkFrame(ar).size() - 9));
+  Write(fr, "hello_wrong_version", Frame(WithVersion(hello, 0)));
+  Bytes bad_magic = Frame(hello);
+  bad_magic[0] ^= 0xff;
+  Write(fr, "bad_magic", bad_magic);
+  Bytes big = Frame(chunk);  // announces a 2 MiB payload: over the handler's 1 MiB
+  big[8 + 2] = 0x20;
+  Write(fr, "payload_over_limit", big);
+
+  // fuzz_server_session: a mode byte (bits 0-1: 0 no prelude, k a hello of k ranks first; bits
+  // 2-3: the prelude's rank; bit 4: linger for replies before half-closing; bit 5: every rank
+  // connects and sends the same bytes), then the bytes sent.
+  const fs::path ss = root / "fuzz_server_session";
+  auto session = [&](const std::string& name, uint8_t mode, const Bytes& b) {
+    Bytes s{mode};
+    Append(&s, b);
+    Write(ss, name, s);
+  };
+  session("hello", 0, Frame(hello));
+  session("hello_2ranks", 0, Frame(hello2));
+  session("allreduce_1rank", 0x11, Cat({ChunkFrame(ar), ChunkFrame(ar2), Frame(wire::EncodeBye())}));
+  session("reducescatter_1rank", 1, ChunkFrame(rs));
+  session("allgather_1rank", 0x11, ChunkFrame(ag));
+  session("avg_int8_1rank", 0x11, ChunkFrame(avg));
+  session("allreduce_2ranks", 0x16, ChunkFrame(ar));
+  session("allreduce_all2", 0x32, Cat({ChunkFrame(ar), ChunkFrame(ar2)}));
+  session("prod_int32_all3", 0x33, ChunkFrame(prod));
+  session("reducescatter_all3", 0x33, ChunkFrame(rs));
+  session("error_from_client", 0, Frame(error));
+  session("hello_wrong_version", 0, Frame(WithVersion(hello, 3)));
+  session("chunk_truncated", 1, Truncate(ChunkFrame(ar), 6));
+  session("chunk_before_hello", 0, ChunkFrame(ar));
+  session("second_hello", 1, Frame(hello));
+  Bytes short_payload = Frame(chunk, Bytes(8, 1));
+  session("chunk_wrong_payload_len", 1, short_payload);
+  session("hello_zero_ranks", 0, Frame(wire::EncodeHello(MakeHello(0, 0))));
+
+  std::printf("wrote %d seed files under %s\n", g_files, root.c_str());
+  return 0;
+}

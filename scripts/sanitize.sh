@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#
+# Builds Optcast with sanitizers and runs the test suites under them.
+#
+#   scripts/sanitize.sh            # address,undefined into build-asan/, every suite but emu
+#   scripts/sanitize.sh address    # the same
+#   scripts/sanitize.sh thread     # thread into build-tsan/, the suites that run threads (e2e, nccl)
+#
+# Extra arguments after the mode go to ctest (e.g. -R e2e. or --repeat until-fail:3).
+# Environment: CC/CXX pick the compiler (default: the system's, GCC on Debian 12),
+# OPTCAST_SANITIZE_JOBS the ctest parallelism (default 2), OPTCAST_SKIP_SETUP=1 skips
+# scripts/setup.sh. Any sanitizer report fails the run: nothing is suppressed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-address}
+shift || true
+case "$mode" in
+  address | asan | address,undefined)
+    mode=address
+    sanitize="address,undefined"
+    build_dir=build-asan
+    # Every suite except emu (it needs root and network namespaces and runs the optcast binary
+    # in other namespaces; the sanitizers add nothing there that the other suites do not cover).
+    ctest_select=(-LE '^emu$')
+    ;;
+  thread | tsan)
+    mode=thread
+    sanitize="thread"
+    build_dir=build-tsan
+    # Only the suites that run several threads in one process: e2e (servers on threads of the
+    # test process) and nccl (servers on threads, ranks and NCCL proxy threads calling the
+    # plugin concurrently). unit, reduce and ring are single-threaded (ring forks processes).
+    ctest_select=(-L '^(e2e|nccl)$')
+    ;;
+  *)
+    echo "usage: $0 [address|thread] [ctest arguments...]" >&2
+    exit 2
+    ;;
+esac
+
+if [[ ${OPTCAST_SKIP_SETUP:-0} != 1 ]]; then ./scripts/setup.sh; fi
+
+# halt_on_error: a UBSan report is a failure, not a line in a log nobody reads.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-print_suppressions=0}
+
+# ThreadSanitizer maps its shadow at fixed addresses; with a large mmap randomisation
+# (vm.mmap_rnd_bits > 28 on recent kernels) it aborts with "unexpected memory mapping".
+# Running without address randomisation avoids that; the build runs under it too because
+# gtest_discover_tests runs the test binaries at build time.
+wrap=()
+if [[ $mode == thread ]] && command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
+  wrap=(setarch "$(uname -m)" -R)
+fi
+
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPTCAST_SANITIZE="$sanitize" \
+  -DOPTCAST_BUILD_TESTS=ON -DOPTCAST_BUILD_BENCH=OFF >/dev/null
+"${wrap[@]}" cmake --build "$build_dir" -j "$(nproc)"
+
+echo "== ctest under -fsanitize=$sanitize (${ctest_select[*]}) =="
+"${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --timeout 600 -j "${OPTCAST_SANITIZE_JOBS:-2}" \
+  "${ctest_select[@]}" "$@"
