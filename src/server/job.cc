@@ -56,6 +56,10 @@ Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_
     return ProtocolError(fmt::format("rank {} sent data for rank {}'s part of all-gather #{}", sender_rank,
                                      r.segment, d.coll_seq));
   }
+  if (segmented && r.segment > UINT64_MAX / seg_len) {
+    return ProtocolError(fmt::format("chunk of collective #{} names segment {}, beyond any buffer", d.coll_seq,
+                                     r.segment));
+  }
   const uint64_t seg_begin = segmented ? static_cast<uint64_t>(r.segment) * seg_len : 0;
   if (r.offset < seg_begin || r.offset - seg_begin > seg_len || r.count > seg_len - (r.offset - seg_begin)) {
     return ProtocolError(fmt::format("chunk [{}, +{}) lies outside collective #{} ({})", r.offset, r.count,
