@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev                           # JSON results
   libhwy-dev                                   # SIMD reduction kernels
   libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
+  libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
   gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
 )

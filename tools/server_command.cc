@@ -1,9 +1,11 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include <pthread.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <thread>
 
+#include "auth/secret.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "server/server.h"
@@ -12,59 +14,124 @@
 namespace optcast::tools {
 
 namespace {
-server::Server* g_server = nullptr;
-void OnSignal(int) {
-  if (g_server != nullptr) g_server->Stop();
+
+struct Flags {
+  std::string listen;  // default depends on whether a secret is configured
+  int timeout_ms = 30000;
+  std::string max_chunk = "64M";
+  std::string memory_limit = "0";
+  std::string job_memory_limit = "0";
+  uint32_t max_connections = 0;
+  uint32_t max_open_chunks = 1024;
+  std::string secret_file;
+  bool insecure = false;
+  int shutdown_timeout_ms = 30000;
+  std::string log_level = "info";
+};
+
+int Fail(int code, const Status& st) {
+  std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
+  return code;
 }
+
+Status ParseSize(const std::string& flag, const std::string& text, uint64_t* out) {
+  auto v = ParseByteSize(text);
+  if (!v) return InvalidArgument(flag + " '" + text + "' is not a size like 64M or 8G");
+  *out = *v;
+  return Status::Ok();
+}
+
+Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
+  if (!f.secret_file.empty()) {
+    OPTCAST_RETURN_IF_ERROR(auth::LoadSecretFile(f.secret_file, &opts->secret));
+  } else {
+    OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&opts->secret));
+  }
+  opts->insecure = f.insecure;
+  // With a secret (or an explicit --insecure) serve the network; without, this machine only.
+  const std::string listen =
+      !f.listen.empty() ? f.listen : (opts->secret.empty() && !f.insecure ? "127.0.0.1:8918" : "0.0.0.0:8918");
+  OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(listen, &opts->listen, 8918, /*allow_any_port=*/true));
+  OPTCAST_RETURN_IF_ERROR(ParseSize("--max-chunk", f.max_chunk, &opts->max_payload));
+  OPTCAST_RETURN_IF_ERROR(ParseSize("--memory-limit", f.memory_limit, &opts->memory_limit));
+  OPTCAST_RETURN_IF_ERROR(ParseSize("--job-memory-limit", f.job_memory_limit, &opts->job_memory_limit));
+  opts->job_timeout = std::chrono::milliseconds(f.timeout_ms);
+  opts->max_connections = f.max_connections;
+  opts->max_open_chunks_per_rank = f.max_open_chunks;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::function<int()> AddServerCommand(CLI::App& app) {
-  struct Flags {
-    std::string listen = "0.0.0.0:8918";
-    int timeout_ms = 30000;
-    std::string max_chunk = "64M";
-    std::string log_level = "info";
-  };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("server", "Run a reduction server (a long-running daemon serving many jobs)");
-  cmd->add_option("-l,--listen", flags->listen, "Address to listen on, HOST:PORT")->capture_default_str();
+  cmd->add_option("-l,--listen", flags->listen,
+                  "Address to listen on, HOST:PORT (default 0.0.0.0:8918 with a secret, else 127.0.0.1:8918; port 0 "
+                  "picks a free one)");
+  cmd->add_option("--secret-file", flags->secret_file,
+                  "File holding the deployment secret that every hello must prove (else OPTCAST_SECRET_FILE, "
+                  "OPTCAST_SECRET)");
+  cmd->add_flag("--insecure", flags->insecure,
+                "Serve beyond loopback without a secret (anyone who reaches the port can join jobs)");
   cmd->add_option("--timeout-ms", flags->timeout_ms,
                   "Fail a job whose collective makes no progress for this long (milliseconds)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str();
+  cmd->add_option("--memory-limit", flags->memory_limit,
+                  "Bytes of chunk data and state the server holds at most (e.g. 8G; 0: half the RAM)")
+      ->capture_default_str();
+  cmd->add_option("--job-memory-limit", flags->job_memory_limit, "The same for one job (0: the server's limit)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", flags->max_connections,
+                  "Connections served at once (0: from the open-file limit)")
+      ->capture_default_str();
+  cmd->add_option("--max-open-chunks", flags->max_open_chunks, "Chunks one rank may have sent without an answer yet")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--shutdown-timeout-ms", flags->shutdown_timeout_ms,
+                  "On SIGTERM/SIGINT, how long collectives in flight may take to finish before the server exits")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")->capture_default_str();
   return [flags] {
     Log().set_level(spdlog::level::from_str(flags->log_level));
     server::ServerOptions opts;
-    Status st = transport::ParseEndpoint(flags->listen, &opts.listen, 8918);
-    auto max_chunk = ParseByteSize(flags->max_chunk);
-    if (st.ok() && !max_chunk) st = InvalidArgument("--max-chunk '" + flags->max_chunk + "' is not a size like 64M");
-    if (!st.ok()) {
-      std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
-      return 2;
-    }
-    opts.max_payload = *max_chunk;
-    opts.job_timeout = std::chrono::milliseconds(flags->timeout_ms);
-    server::Server srv(opts);
-    st = srv.Start();
-    if (!st.ok()) {
-      std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
-      return 1;
-    }
-    std::printf("optcast server listening on %s:%u\n", opts.listen.host.c_str(), srv.port());
-    std::fflush(stdout);
-    g_server = &srv;
-    signal(SIGTERM, OnSignal);
-    signal(SIGINT, OnSignal);
+    if (Status st = BuildOptions(*flags, &opts); !st.ok()) return Fail(2, st);
+
+    // Signals go to one thread that waits for them; every other thread blocks them.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     signal(SIGPIPE, SIG_IGN);
-    st = srv.Run();
-    g_server = nullptr;
-    if (!st.ok()) {
-      std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
-      return 1;
-    }
+
+    server::Server srv(opts);
+    if (Status st = srv.Start(); !st.ok()) return Fail(1, st);
+    std::printf("optcast server listening on %s:%u%s\n", opts.listen.host.c_str(), srv.port(),
+                opts.secret.empty() ? " (no secret: hellos are not authenticated)" : " (hellos authenticated)");
+    std::fflush(stdout);
+
+    // First signal: graceful shutdown. Second: stop at once.
+    std::thread signals([&srv, sigs, grace = flags->shutdown_timeout_ms] {
+      int sig = 0;
+      if (sigwait(&sigs, &sig) != 0) return;
+      if (sig == 0) return;  // woken to exit
+      Log().info("{}: shutting down gracefully (up to {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT", grace);
+      srv.Drain(std::chrono::milliseconds(grace));
+      if (sigwait(&sigs, &sig) != 0 || sig == 0) return;
+      Log().warn("second signal: stopping now");
+      srv.Stop();
+    });
+    Status st = srv.Run();
+    // Wake the signal thread if it is still waiting, then let it go.
+    pthread_kill(signals.native_handle(), SIGTERM);
+    signals.join();
+    if (!st.ok()) return Fail(1, st);
+    std::printf("optcast server: stopped\n");
     return 0;
   };
 }

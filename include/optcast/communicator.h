@@ -37,9 +37,12 @@ struct CommunicatorOptions {
   size_t chunk_bytes = 0;
   // Chunks in flight per server connection; 0 picks a default.
   int window = 0;
+  // The deployment secret, when the servers require one (never pass it on a command line).
+  std::string secret;
 };
 
-// Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW.
+// Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
+// and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 
 // An in-flight collective. Owned by its communicator; released when Test reports it done or
@@ -60,8 +63,8 @@ class Communicator {
                             Request** request) = 0;
   // sendbuf holds recvcount * nranks elements; rank r receives the reduced part r. In place:
   // recvbuf == sendbuf + rank * recvcount elements.
-  virtual Status IReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
-                                RedOp op, Request** request) = 0;
+  virtual Status IReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype, RedOp op,
+                                Request** request) = 0;
   // recvbuf receives sendcount * nranks elements, rank r's part at offset r * sendcount. In
   // place: sendbuf == recvbuf + rank * sendcount elements.
   virtual Status IAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype,

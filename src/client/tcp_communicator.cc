@@ -2,14 +2,16 @@
 // The client side of the reduction-server protocol over TCP. Progress is driven by the caller
 // (Test/Wait), as NCCL's proxy thread and MPI programs expect; no hidden threads.
 
+#include <fmt/format.h>
 #include <poll.h>
 
 #include <cstring>
 #include <deque>
-#include <fmt/format.h>
 #include <mutex>
 #include <unordered_map>
 
+#include "auth/proof.h"
+#include "auth/secret.h"
 #include "client/plan.h"
 #include "common/env.h"
 #include "common/log.h"
@@ -113,6 +115,19 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       if (st.ok()) st = ReadFrameBlocking(sock.fd(), d, &meta);
       wire::Message reply;
       if (st.ok()) st = wire::Decode(meta, &reply);
+      if (st.ok() && reply.type == wire::MsgType::kChallenge) {
+        if (opts_.secret.empty()) {
+          return Status(Code::kUnauthenticated,
+                        "server " + ep.ToString() +
+                            " requires authentication; set OPTCAST_SECRET_FILE to the file holding the deployment's "
+                            "secret (the one the servers use)");
+        }
+        const auto proof = wire::EncodeProof(auth::ComputeProof(opts_.secret, reply.challenge, hello));
+        transport::OutMessage pm = transport::MakeOutMessage(proof, nullptr, 0);
+        st = transport::tcp::SendAll(sock.fd(), pm.head.data(), pm.head.size(), d);
+        if (st.ok()) st = ReadFrameBlocking(sock.fd(), d, &meta);
+        if (st.ok()) st = wire::Decode(meta, &reply);
+      }
       if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
       if (reply.type == wire::MsgType::kError) {
         return Status(reply.error.code, "server " + ep.ToString() + " refused rank " + std::to_string(opts_.rank) +
@@ -149,8 +164,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
                         Request** request) override {
     return Issue(CollType::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, request);
   }
-  Status IAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype,
-                    Request** request) override {
+  Status IAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType dtype, Request** request) override {
     return Issue(CollType::kAllGather, sendbuf, recvbuf, sendcount, dtype, RedOp::kSum, request);
   }
 
@@ -183,13 +197,13 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       return Status(msg.error.code, "server " + link->address + ": " + msg.error.text);
     }
     if (msg.type != wire::MsgType::kResult && msg.type != wire::MsgType::kAck) {
-      return ProtocolError(fmt::format("server {} sent unexpected message type {}", link->address,
-                                       static_cast<int>(msg.type)));
+      return ProtocolError(
+          fmt::format("server {} sent unexpected message type {}", link->address, static_cast<int>(msg.type)));
     }
     auto it = active_.find(msg.done.coll_seq);
     if (it == active_.end()) {
-      return ProtocolError(fmt::format("server {} answered collective #{}, which is not in flight", link->address,
-                                       msg.done.coll_seq));
+      return ProtocolError(
+          fmt::format("server {} answered collective #{}, which is not in flight", link->address, msg.done.coll_seq));
     }
     Request* req = it->second;
     const wire::ChunkRef& ref = msg.done.ref;
@@ -342,8 +356,8 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
         wire::Chunk chunk{ps.desc, ref};
-        transport::OutMessage msg = transport::MakeOutMessage(
-            wire::EncodeChunk(chunk), src + src_elem * ps.req->esize, static_cast<uint64_t>(ref.count) * ps.req->esize);
+        transport::OutMessage msg = transport::MakeOutMessage(wire::EncodeChunk(chunk), src + src_elem * ps.req->esize,
+                                                              static_cast<uint64_t>(ref.count) * ps.req->esize);
         msg.tag = ps.req->seq;
         s.conn->Send(std::move(msg));
         ++s.inflight;
@@ -387,10 +401,11 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       for (auto& [seq, r] : active_) {
         if (seq < oldest->seq) oldest = r;
       }
-      Break(TimeoutError(fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; a rank or a server "
-                                     "may be stuck or dead (set OPTCAST_TIMEOUT_MS to wait longer)",
-                                     oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count,
-                                     DataTypeName(oldest->desc.dtype), opts_.timeout.count())));
+      Break(
+          TimeoutError(fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; a rank or a server "
+                                   "may be stuck or dead (set OPTCAST_TIMEOUT_MS to wait longer)",
+                                   oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count,
+                                   DataTypeName(oldest->desc.dtype), opts_.timeout.count())));
     }
   }
 
@@ -497,8 +512,7 @@ Status Communicator::AllReduce(const void* sendbuf, void* recvbuf, size_t count,
   return Wait(req);
 }
 
-Status Communicator::ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype,
-                                   RedOp op) {
+Status Communicator::ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType dtype, RedOp op) {
   Request* req = nullptr;
   OPTCAST_RETURN_IF_ERROR(IReduceScatter(sendbuf, recvbuf, recvcount, dtype, op, &req));
   return Wait(req);
@@ -536,6 +550,9 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   }
   OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_WINDOW", o->window, &v));
   o->window = static_cast<int>(v);
+  std::string secret;
+  OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));
+  if (!secret.empty()) o->secret = std::move(secret);
   return Status::Ok();
 }
 

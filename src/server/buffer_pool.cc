@@ -35,7 +35,9 @@ BufferPool::BufferPool(size_t max_cached_bytes) : state_(std::make_shared<State>
 
 BufferPool::~BufferPool() { state_->alive = false; }
 
-std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
+size_t BufferPool::CapacityFor(size_t bytes) { return size_t{1} << ClassOf(bytes); }
+
+std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes, std::shared_ptr<MemoryBudget> charged) {
   const int cls = ClassOf(bytes);
   const size_t cap = size_t{1} << cls;
   uint8_t* p = nullptr;
@@ -46,12 +48,16 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
     state_->cached -= cap;
   } else {
     p = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
-    if (p == nullptr) return nullptr;
+    if (p == nullptr) {
+      if (charged) charged->Release(cap);
+      return nullptr;
+    }
   }
   state_->outstanding += cap;
   // The deleter holds the state so buffers may outlive the pool object itself.
-  return std::shared_ptr<uint8_t>(p, [st = state_, cls, cap](uint8_t* q) {
+  return std::shared_ptr<uint8_t>(p, [st = state_, cls, cap, charged = std::move(charged)](uint8_t* q) {
     st->outstanding -= cap;
+    if (charged) charged->Release(cap);
     if (st->alive && st->cached + cap <= st->max_cached) {
       st->free_lists[cls].push_back(q);
       st->cached += cap;
@@ -59,6 +65,14 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
       std::free(q);
     }
   });
+}
+
+void BufferPool::Trim() {
+  for (auto& l : state_->free_lists) {
+    for (uint8_t* p : l) std::free(p);
+    l.clear();
+  }
+  state_->cached = 0;
 }
 
 size_t BufferPool::cached_bytes() const { return state_->cached; }

@@ -5,6 +5,12 @@
 
 namespace optcast::server {
 
+uint64_t CollStateBytes(uint32_t nranks) { return sizeof(CollState) + 64 + nranks; }
+
+uint64_t SlotStateBytes(uint32_t nranks) {
+  return sizeof(Slot) + 64 + static_cast<uint64_t>(nranks) * (sizeof(std::shared_ptr<uint8_t>) + 1);
+}
+
 std::string DescribeColl(const wire::CollDesc& d) {
   if (d.coll == CollType::kAllGather) {
     return fmt::format("{} of {} {}", CollTypeName(d.coll), d.count, DataTypeName(d.dtype));
@@ -12,12 +18,11 @@ std::string DescribeColl(const wire::CollDesc& d) {
   return fmt::format("{} of {} {} ({})", CollTypeName(d.coll), d.count, DataTypeName(d.dtype), RedOpName(d.op));
 }
 
-std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b,
-                             uint32_t rank_b) {
+std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b, uint32_t rank_b) {
   std::string what;
   if (a.coll != b.coll) {
-    what = fmt::format("collective type: rank {} called {}, rank {} called {}", rank_a, CollTypeName(a.coll),
-                       rank_b, CollTypeName(b.coll));
+    what = fmt::format("collective type: rank {} called {}, rank {} called {}", rank_a, CollTypeName(a.coll), rank_b,
+                       CollTypeName(b.coll));
   } else if (a.dtype != b.dtype) {
     what = fmt::format("data type: rank {} sent {}, rank {} sent {}", rank_a, DataTypeName(a.dtype), rank_b,
                        DataTypeName(b.dtype));
@@ -27,13 +32,15 @@ std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wir
     what = fmt::format("reduction op: rank {} asked for {}, rank {} asked for {}", rank_a, RedOpName(a.op), rank_b,
                        RedOpName(b.op));
   } else {
-    what = fmt::format("striping: rank {} sends {} elements to this server, rank {} sends {}; give every rank the "
-                       "same server list in the same order",
-                       rank_a, a.server_elems, rank_b, b.server_elems);
+    what = fmt::format(
+        "striping: rank {} sends {} elements to this server, rank {} sends {}; give every rank the "
+        "same server list in the same order",
+        rank_a, a.server_elems, rank_b, b.server_elems);
   }
-  return fmt::format("ranks disagree on collective #{} in its {}; every rank must call the same collectives "
-                     "with the same arguments in the same order",
-                     a.coll_seq, what);
+  return fmt::format(
+      "ranks disagree on collective #{} in its {}; every rank must call the same collectives "
+      "with the same arguments in the same order",
+      a.coll_seq, what);
 }
 
 Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_rank) {
@@ -46,24 +53,24 @@ Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_
     return ProtocolError(fmt::format("collective #{} claims {} elements; the limit is 2^40", d.coll_seq, d.count));
   }
   if (segmented && r.segment >= nranks) {
-    return ProtocolError(fmt::format("chunk of collective #{} names segment {} but the job has {} ranks",
-                                     d.coll_seq, r.segment, nranks));
+    return ProtocolError(fmt::format("chunk of collective #{} names segment {} but the job has {} ranks", d.coll_seq,
+                                     r.segment, nranks));
   }
   if (!segmented && r.segment != 0) {
     return ProtocolError(fmt::format("allreduce chunk of collective #{} names segment {}", d.coll_seq, r.segment));
   }
   if (d.coll == CollType::kAllGather && r.segment != sender_rank) {
-    return ProtocolError(fmt::format("rank {} sent data for rank {}'s part of all-gather #{}", sender_rank,
-                                     r.segment, d.coll_seq));
+    return ProtocolError(
+        fmt::format("rank {} sent data for rank {}'s part of all-gather #{}", sender_rank, r.segment, d.coll_seq));
   }
   if (segmented && r.segment > UINT64_MAX / seg_len) {
-    return ProtocolError(fmt::format("chunk of collective #{} names segment {}, beyond any buffer", d.coll_seq,
-                                     r.segment));
+    return ProtocolError(
+        fmt::format("chunk of collective #{} names segment {}, beyond any buffer", d.coll_seq, r.segment));
   }
   const uint64_t seg_begin = segmented ? static_cast<uint64_t>(r.segment) * seg_len : 0;
   if (r.offset < seg_begin || r.offset - seg_begin > seg_len || r.count > seg_len - (r.offset - seg_begin)) {
-    return ProtocolError(fmt::format("chunk [{}, +{}) lies outside collective #{} ({})", r.offset, r.count,
-                                     d.coll_seq, DescribeColl(d)));
+    return ProtocolError(fmt::format("chunk [{}, +{}) lies outside collective #{} ({})", r.offset, r.count, d.coll_seq,
+                                     DescribeColl(d)));
   }
   if (r.count > d.server_elems) {
     return ProtocolError(fmt::format("chunk of {} elements exceeds the {} this server handles in collective #{}",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "server/memory_budget.h"
 #include "transport/message.h"
 #include "wire/protocol.h"
 
@@ -29,6 +30,19 @@ struct Slot {
 
 using SlotKey = std::pair<uint32_t, uint64_t>;  // (segment, offset)
 
+// An all-gather chunk on its way to the other ranks. Its source is acked once every other rank
+// got it, so a fast source cannot pile data up behind a slow reader. Ranks that have not issued
+// the collective yet get it when they do: one entry per chunk, however many ranks are absent.
+struct AgDelivery {
+  std::shared_ptr<uint8_t> data;
+  uint64_t bytes = 0;
+  wire::ChunkDone done;
+  uint32_t src = 0;
+  std::vector<uint8_t> result_meta;
+  uint32_t unsent = 0;      // sends not yet written out (to joined and absent ranks)
+  uint32_t not_joined = 0;  // ranks that get it when they join
+};
+
 // One collective of a job as seen by this server.
 struct CollState {
   wire::CollDesc desc;
@@ -38,8 +52,8 @@ struct CollState {
   // All-gather data may be ready for a rank before that rank has issued the collective; it is
   // held here until the rank's first chunk of this collective arrives (bounded by the senders'
   // windows, since they are acked only once their data went out).
-  std::vector<uint8_t> joined;                                 // by rank
-  std::vector<std::vector<transport::OutMessage>> deferred;  // by rank
+  std::vector<uint8_t> joined;  // by rank
+  std::vector<std::shared_ptr<AgDelivery>> ag_waiting;
 };
 
 // A job: a 128-bit id and its ranks' connections.
@@ -49,10 +63,22 @@ struct Job {
   uint32_t nranks = 0;
   std::vector<ConnState*> ranks;  // nullptr: not connected (yet or any more)
   std::vector<uint8_t> departed;
+  uint32_t departed_count = 0;
+  // By rank: chunks it sent that have no answer yet. A well-behaved client keeps this within its
+  // window; the server caps it so one rank cannot pile up state before the others join.
+  std::vector<uint32_t> open_chunks;
+  // Chunk buffers and per-chunk state of this job; its parent is the server's budget.
+  std::shared_ptr<MemoryBudget> memory;
+  uint64_t state_bytes = 0;  // per-collective and per-chunk state charged to `memory`
   std::map<uint64_t, CollState> colls;
   Clock::time_point last_progress = Clock::now();
   bool failed = false;
 };
+
+// Bookkeeping bytes charged per collective and per chunk position, so memory limits also bound
+// the state a job's metadata holds (it grows with the job's rank count).
+uint64_t CollStateBytes(uint32_t nranks);
+uint64_t SlotStateBytes(uint32_t nranks);
 
 // Describes a collective for error messages: "allreduce of 1024 float32 (sum)".
 std::string DescribeColl(const wire::CollDesc& d);
@@ -61,7 +87,6 @@ std::string DescribeColl(const wire::CollDesc& d);
 Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_rank);
 
 // Explains how two ranks' descriptions of one collective differ.
-std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b,
-                             uint32_t rank_b);
+std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b, uint32_t rank_b);
 
 }  // namespace optcast::server

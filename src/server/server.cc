@@ -2,10 +2,14 @@
 #include "server/server.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 
+#include "auth/proof.h"
 #include "common/log.h"
 #include "reduce/combine.h"
 #include "server/buffer_pool.h"
@@ -26,12 +30,16 @@ struct ConnState {
   uint32_t rank = 0;
   bool closing = false;  // an error was sent: flush, half-close, drain until the peer closes
   bool write_shut = false;
-  bool dead = false;     // destroy at the end of this loop iteration
-  bool dirty = false;    // has queued writes to flush
+  bool dead = false;   // destroy at the end of this loop iteration
+  bool dirty = false;  // has queued writes to flush
   bool want_read = true;
   bool want_write = false;
   Clock::time_point accepted_at = Clock::now();
   Clock::time_point close_by{};
+  // A hello waiting for its proof of the deployment secret.
+  bool challenged = false;
+  wire::Hello pending_hello{};
+  wire::Nonce nonce{};
   // The chunk whose payload is being received.
   uint64_t rx_seq = 0;
   SlotKey rx_key{};
@@ -52,28 +60,51 @@ struct JobIdHash {
   }
 };
 
-// Sends the all-gather ack to the source rank once its chunk reached every other rank, so a
-// fast source cannot pile data up behind a slow reader.
-struct AckAfterSends {
-  int remaining = 0;
-  std::weak_ptr<Job> job;
-  uint32_t src = 0;
-  wire::ChunkDone done;
-};
+uint32_t DefaultMaxConnections() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 65536;
+  // Leave room for the listener, the poller, logs and whatever else the process opens.
+  return rl.rlim_cur > 128 ? static_cast<uint32_t>(std::min<rlim_t>(rl.rlim_cur - 64, UINT32_MAX)) : 64;
+}
+
+std::string Bytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30) && b % (uint64_t{1} << 30) == 0) return fmt::format("{}G", b >> 30);
+  if (b >= (uint64_t{1} << 20) && b % (uint64_t{1} << 20) == 0) return fmt::format("{}M", b >> 20);
+  if (b >= (uint64_t{1} << 10) && b % (uint64_t{1} << 10) == 0) return fmt::format("{}K", b >> 10);
+  return fmt::format("{}", b);
+}
 
 }  // namespace
 
 class Server::Impl : public transport::MessageHandler {
  public:
-  explicit Impl(ServerOptions o) : opts_(std::move(o)) {}
+  explicit Impl(ServerOptions o) : opts_(std::move(o)) {
+    if (opts_.memory_limit == 0) opts_.memory_limit = DefaultServerMemoryLimit();
+    if (opts_.job_memory_limit == 0) opts_.job_memory_limit = opts_.memory_limit;
+    if (opts_.max_connections == 0) opts_.max_connections = DefaultMaxConnections();
+    memory_ = std::make_shared<MemoryBudget>("--memory-limit", opts_.memory_limit);
+  }
 
   Status Start() {
+    if (opts_.secret.empty() && !opts_.insecure && !transport::IsLoopbackHost(opts_.listen.host)) {
+      return InvalidArgument(fmt::format(
+          "refusing to listen on {} without a secret: anyone who reaches it could join or disturb any job; set "
+          "OPTCAST_SECRET_FILE (or --secret-file) on servers and workers, listen on 127.0.0.1, or pass --insecure "
+          "on a network you trust",
+          opts_.listen.host));
+    }
     OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen(opts_.listen, &listener_));
     OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(listener_.fd(), true));
     OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
     Log().info("listening on {}:{}", opts_.listen.host, port_);
+    if (opts_.secret.empty()) {
+      Log().warn("no secret configured: hellos are not authenticated{}",
+                 transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
+                                                              : "; INSECURE: any host that reaches this port can "
+                                                                "join or disturb jobs");
+    }
     return Status::Ok();
   }
 
@@ -81,6 +112,12 @@ class Server::Impl : public transport::MessageHandler {
 
   void Stop() {
     stop_.store(true);
+    waker_.Wake();
+  }
+
+  void Drain(std::chrono::milliseconds deadline) {
+    drain_ms_.store(std::max<int64_t>(deadline.count(), 0));
+    drain_requested_.store(true);
     waker_.Wake();
   }
 
@@ -93,6 +130,11 @@ class Server::Impl : public transport::MessageHandler {
     s.bytes_in = bytes_in_.load();
     s.bytes_out = bytes_out_.load();
     s.buffer_bytes_outstanding = buffers_outstanding_.load();
+    s.memory_used = memory_->used();
+    s.connections_refused = connections_refused_.load();
+    s.limit_failures = limit_failures_.load();
+    s.draining = draining_started_.load();
+    s.auth_failures = auth_failures_.load();
     return s;
   }
 
@@ -129,6 +171,8 @@ class Server::Impl : public transport::MessageHandler {
       }
       ReapDead();
       buffers_outstanding_.store(pool_.outstanding_bytes());
+      if (drain_requested_.load() && !draining_) BeginDrain();
+      if (draining_ && DrainStep()) break;
     }
     return Status::Ok();
   }
@@ -149,13 +193,14 @@ class Server::Impl : public transport::MessageHandler {
       case wire::MsgType::kHello:
         if (payload_len != 0) return ProtocolError("hello carries a payload");
         return OnHello(cs, msg.hello);
-      case wire::MsgType::kChunk:
-        return OnChunkMeta(cs, msg.chunk, payload_len, payload_dst);
+      case wire::MsgType::kProof:
+        if (payload_len != 0) return ProtocolError("proof carries a payload");
+        return OnProof(cs, msg.proof);
+      case wire::MsgType::kChunk: return OnChunkMeta(cs, msg.chunk, payload_len, payload_dst);
       case wire::MsgType::kBye:
         if (!cs->job) return ProtocolError("goodbye before hello");
         return Status::Ok();
-      default:
-        return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
+      default: return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
     }
   }
 
@@ -175,12 +220,62 @@ class Server::Impl : public transport::MessageHandler {
     (void)idx;
     ++slot.arrived;
     job->last_progress = Clock::now();
+    last_activity_ = job->last_progress;
     bytes_in_ += static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
     if (slot.arrived == slot.expected) CompleteSlot(cs->job, cit, sit);
     return Status::Ok();
   }
 
  private:
+  // ---- graceful shutdown ----
+
+  void BeginDrain() {
+    draining_ = true;
+    drain_deadline_ = Clock::now() + std::chrono::milliseconds(drain_ms_.load());
+    poller_.Remove(listener_.fd());
+    listener_ = transport::tcp::Socket();
+    draining_started_.store(true);
+    size_t open = 0;
+    for (auto& [id, job] : jobs_) open += job->colls.empty() ? 0 : 1;
+    Log().info(
+        "shutting down: no new connections or collectives; waiting up to {} ms for {} job(s) with "
+        "collectives in flight",
+        drain_ms_.load(), open);
+  }
+
+  // One drain step per loop iteration; true once the server may exit.
+  bool DrainStep() {
+    const auto now = Clock::now();
+    bool busy = false;
+    for (auto& [id, job] : jobs_) busy = busy || !job->colls.empty();
+    if (busy && now < drain_deadline_) return false;
+    if (!drain_farewell_sent_) {
+      // Whatever is left: idle jobs learn the server is gone, unfinished ones why they failed.
+      drain_farewell_sent_ = true;
+      std::vector<std::shared_ptr<Job>> left;
+      for (auto& [id, job] : jobs_) left.push_back(job);
+      for (auto& job : left) {
+        if (job->colls.empty()) {
+          FailJob(job, Code::kUnavailable, "the server is shutting down; this job can start no new collectives on it");
+        } else {
+          FailJob(job, Code::kUnavailable,
+                  fmt::format("the server is shutting down and collective #{} of job {} did not finish within the "
+                              "shutdown deadline ({} ms)",
+                              job->colls.begin()->first, job->hex, drain_ms_.load()));
+        }
+      }
+      for (auto& [cs, owned] : conns_) {
+        if (!cs->job) SendErrorAndClose(cs, UnavailableError("the server is shutting down"), 0);
+      }
+      FlushDirty();
+      farewell_until_ = now + std::chrono::seconds(2);
+    }
+    // Give the error messages a moment to leave.
+    bool pending = false;
+    for (auto& [cs, owned] : conns_) pending = pending || (!cs->dead && cs->conn->HasPendingWrites());
+    return !pending || now >= farewell_until_;
+  }
+
   // ---- connection lifecycle ----
 
   void AcceptAll() {
@@ -188,7 +283,10 @@ class Server::Impl : public transport::MessageHandler {
       transport::tcp::Socket s;
       std::string peer;
       Status st = transport::tcp::Accept(listener_, &s, &peer);
-      if (!st.ok()) return;
+      if (!st.ok()) {
+        if (st.code() == Code::kResourceExhausted) PauseAccepting(st);
+        return;
+      }
       if (!transport::tcp::ConfigureDataSocket(s.fd(), true).ok()) continue;
       auto cs = std::make_unique<ConnState>();
       cs->conn = std::make_unique<Connection>(std::move(s), opts_.max_payload, peer);
@@ -198,6 +296,12 @@ class Server::Impl : public transport::MessageHandler {
       ConnState* raw = cs.get();
       conns_.emplace(raw, std::move(cs));
       connections_.store(conns_.size());
+      if (conns_.size() > opts_.max_connections) {
+        ++connections_refused_;
+        (void)Refuse(raw, ResourceExhausted(fmt::format("the server's connection limit (--max-connections={}) is "
+                                                        "reached; raise it, or spread jobs over more servers",
+                                                        opts_.max_connections)));
+      }
     }
   }
 
@@ -211,6 +315,11 @@ class Server::Impl : public transport::MessageHandler {
   void OnConnectionLost(ConnState* cs, const Status& why) {
     std::shared_ptr<Job> job = cs->job;
     if (!job) {
+      if (cs->challenged) {
+        // Went away or broke the protocol instead of proving the secret.
+        ++auth_failures_;
+        cs->challenged = false;
+      }
       if (why.code() == Code::kUnavailable) {
         cs->dead = true;
       } else {
@@ -221,6 +330,7 @@ class Server::Impl : public transport::MessageHandler {
     }
     if (why.code() == Code::kUnavailable) {
       job->ranks[cs->rank] = nullptr;
+      if (!job->departed[cs->rank]) ++job->departed_count;
       job->departed[cs->rank] = 1;
       cs->job.reset();
       cs->dead = true;
@@ -302,13 +412,31 @@ class Server::Impl : public transport::MessageHandler {
 
   void SweepTimeouts() {
     const auto now = Clock::now();
+    ForgetOldFailures(now);
+    MaybeGiveBackMemory(now);
+    if (accept_paused_ && !draining_ && now >= accept_resume_at_) {
+      accept_paused_ = false;
+      (void)poller_.Modify(listener_.fd(), &listener_, true, false);
+    }
     for (auto& [cs, owned] : conns_) {
       if (cs->dead) continue;
       if (cs->closing && now >= cs->close_by) cs->dead = true;
       if (!cs->job && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
-        SendErrorAndClose(cs, TimeoutError(fmt::format("no hello within {} ms; is this an Optcast client?",
-                                                       opts_.hello_timeout.count())),
-                          0);
+        if (cs->challenged) {
+          ++auth_failures_;
+          cs->challenged = false;
+          SendErrorAndClose(
+              cs,
+              Status(Code::kUnauthenticated, fmt::format("no proof of the secret within {} ms; this server requires "
+                                                         "authentication: set OPTCAST_SECRET_FILE on the workers",
+                                                         opts_.hello_timeout.count())),
+              0);
+        } else {
+          SendErrorAndClose(cs,
+                            TimeoutError(fmt::format("no hello within {} ms; is this an Optcast client?",
+                                                     opts_.hello_timeout.count())),
+                            0);
+        }
       }
     }
     std::vector<std::shared_ptr<Job>> expired;
@@ -337,7 +465,43 @@ class Server::Impl : public transport::MessageHandler {
   // ---- jobs ----
 
   Status OnHello(ConnState* cs, const wire::Hello& h) {
-    if (cs->job) return ProtocolError("second hello on one connection");
+    if (cs->job || cs->challenged) return ProtocolError("second hello on one connection");
+    if (draining_) return Refuse(cs, UnavailableError("the server is shutting down; use another server"));
+    if (!opts_.secret.empty()) {
+      // The proof covers this nonce, so it is good for this connection and this hello only.
+      cs->challenged = true;
+      cs->pending_hello = h;
+      cs->nonce = auth::NewNonce();
+      cs->conn->Send(transport::MakeOutMessage(wire::EncodeChallenge(cs->nonce), nullptr, 0));
+      MarkDirty(cs);
+      return Status::Ok();
+    }
+    return Join(cs, h);
+  }
+
+  Status OnProof(ConnState* cs, const wire::Mac& proof) {
+    if (cs->job || !cs->challenged) return ProtocolError("proof without a challenge; send hello first");
+    const wire::Hello h = cs->pending_hello;
+    cs->challenged = false;
+    if (!auth::VerifyProof(opts_.secret, cs->nonce, h, proof)) {
+      ++auth_failures_;
+      return Refuse(cs, Status(Code::kUnauthenticated,
+                               fmt::format("authentication failed for rank {} of job {}: the hello's proof does not "
+                                           "match this server's secret; give workers and servers the same "
+                                           "OPTCAST_SECRET_FILE",
+                                           h.rank, wire::JobIdHex(h.job_id))));
+    }
+    return Join(cs, h);
+  }
+
+  // Adds an admitted connection to its job as the rank it asked for.
+  Status Join(ConnState* cs, const wire::Hello& h) {
+    if (auto failed = failed_jobs_.find(h.job_id); failed != failed_jobs_.end()) {
+      // A rank arriving after its job failed learns why at once instead of waiting for a timeout.
+      return Refuse(cs,
+                    Status(failed->second.code, fmt::format("job {} failed before rank {} joined: {}",
+                                                            wire::JobIdHex(h.job_id), h.rank, failed->second.text)));
+    }
     const std::string hex = wire::JobIdHex(h.job_id);
     if (h.nranks == 0 || h.nranks > kMaxRanksPerJob) {
       return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; a job on one server has 1..{} "
@@ -358,15 +522,18 @@ class Server::Impl : public transport::MessageHandler {
       job->nranks = h.nranks;
       job->ranks.assign(h.nranks, nullptr);
       job->departed.assign(h.nranks, 0);
+      job->open_chunks.assign(h.nranks, 0);
+      job->memory = std::make_shared<MemoryBudget>("--job-memory-limit", opts_.job_memory_limit, memory_);
       jobs_.emplace(h.job_id, job);
       jobs_active_.store(jobs_.size());
       Log().info("job {} created ({} ranks)", hex, h.nranks);
     } else {
       job = it->second;
       if (job->nranks != h.nranks) {
-        Status st = MismatchError(fmt::format("rank {} joined job {} with nranks={} but the job has nranks={}; every "
-                                              "rank must pass the same nranks",
-                                              h.rank, hex, h.nranks, job->nranks));
+        Status st =
+            MismatchError(fmt::format("rank {} joined job {} with nranks={} but the job has nranks={}; every "
+                                      "rank must pass the same nranks",
+                                      h.rank, hex, h.nranks, job->nranks));
         FailJob(job, st.code(), st.message());
         return Refuse(cs, st);
       }
@@ -404,40 +571,63 @@ class Server::Impl : public transport::MessageHandler {
       return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
                                        DataTypeName(d.dtype), payload_len, expect_bytes));
     }
-    for (uint32_t r = 0; r < job->nranks; ++r) {
-      if (job->departed[r] && job->colls.find(d.coll_seq) == job->colls.end()) {
-        FailJob(job, Code::kPeerFailed,
-                fmt::format("rank {} has left job {}, so collective #{} cannot complete", r, job->hex, d.coll_seq));
-        return Status(Code::kCancelled, "job failed");
-      }
+    if (job->departed_count > 0 && job->colls.find(d.coll_seq) == job->colls.end()) {
+      const uint32_t r = static_cast<uint32_t>(std::find(job->departed.begin(), job->departed.end(), uint8_t{1}) -
+                                               job->departed.begin());
+      FailJob(job, Code::kPeerFailed,
+              fmt::format("rank {} has left job {}, so collective #{} cannot complete", r, job->hex, d.coll_seq));
+      return Status(Code::kCancelled, "job failed");
     }
-    auto [cit, created] = job->colls.try_emplace(d.coll_seq);
-    CollState& coll = cit->second;
-    if (created) {
+    if (job->open_chunks[cs->rank] >= opts_.max_open_chunks_per_rank) {
+      return FailJobForLimit(
+          job, fmt::format("rank {} of job {} has {} chunks on this server without an answer, the "
+                           "limit (--max-open-chunks={}); lower OPTCAST_WINDOW, or look for a "
+                           "rank that stopped calling collectives while this one ran ahead",
+                           cs->rank, job->hex, job->open_chunks[cs->rank], opts_.max_open_chunks_per_rank));
+    }
+    auto cit = job->colls.find(d.coll_seq);
+    if (cit == job->colls.end() && draining_) {
+      FailJob(
+          job, Code::kUnavailable,
+          fmt::format("the server is shutting down; collective #{} of job {} was not started", d.coll_seq, job->hex));
+      return Status(Code::kCancelled, "job failed");
+    }
+    if (cit == job->colls.end()) {
+      OPTCAST_RETURN_IF_ERROR(ChargeState(job, CollStateBytes(job->nranks), "collective"));
+      cit = job->colls.try_emplace(d.coll_seq).first;
+      CollState& coll = cit->second;
       coll.desc = d;
       coll.first_rank = cs->rank;
       coll.joined.assign(job->nranks, 0);
-      coll.deferred.resize(job->nranks);
       job->last_progress = Clock::now();
-    } else if (!(coll.desc == d)) {
+    }
+    CollState& coll = cit->second;
+    if (!(coll.desc == d)) {
       const std::string why = DescribeMismatch(coll.desc, coll.first_rank, d, cs->rank);
       FailJob(job, Code::kMismatch, why);
       return Status(Code::kCancelled, "job failed");
     }
     if (!coll.joined[cs->rank]) {
       coll.joined[cs->rank] = 1;
-      for (OutMessage& m : coll.deferred[cs->rank]) SendTo(*job, cs->rank, std::move(m));
-      coll.deferred[cs->rank].clear();
+      // All-gather chunks that completed before this rank issued the collective.
+      for (auto& delivery : coll.ag_waiting) {
+        SendAgChunk(job, cs->rank, delivery);
+        --delivery->not_joined;
+      }
+      std::erase_if(coll.ag_waiting, [](const auto& dl) { return dl->not_joined == 0; });
     }
     const SlotKey key{chunk.ref.segment, chunk.ref.offset};
-    auto [sit, slot_created] = coll.slots.try_emplace(key);
-    Slot& slot = sit->second;
-    if (slot_created) {
+    auto sit = coll.slots.find(key);
+    if (sit == coll.slots.end()) {
+      OPTCAST_RETURN_IF_ERROR(ChargeState(job, SlotStateBytes(job->nranks), "chunk"));
+      sit = coll.slots.try_emplace(key).first;
+      Slot& slot = sit->second;
       slot.ref = chunk.ref;
       slot.expected = d.coll == CollType::kAllGather ? 1 : job->nranks;
       slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : job->nranks);
       slot.have.assign(job->nranks, 0);
     } else {
+      Slot& slot = sit->second;
       if (slot.ref.count != chunk.ref.count) {
         FailJob(job, Code::kMismatch,
                 fmt::format("ranks cut collective #{} differently: the chunk at element {} has {} elements from "
@@ -451,11 +641,16 @@ class Server::Impl : public transport::MessageHandler {
                                          chunk.ref.offset, d.coll_seq));
       }
     }
+    Slot& slot = sit->second;
     const size_t idx = d.coll == CollType::kAllGather ? 0 : cs->rank;
-    auto buf = pool_.Get(expect_bytes);
+    const uint64_t capacity = BufferPool::CapacityFor(expect_bytes);
+    const MemoryBudget* refused = nullptr;
+    if (!job->memory->TryCharge(capacity, &refused)) return FailJobForMemory(job, *refused, capacity, "a chunk");
+    auto buf = pool_.Get(expect_bytes, job->memory);
     if (!buf) {
       return ResourceExhausted(fmt::format("cannot allocate {} bytes for a chunk", expect_bytes));
     }
+    ++job->open_chunks[cs->rank];
     slot.contribs[idx] = buf;
     *payload_dst = buf.get();
     cs->rx_chunk = true;
@@ -480,28 +675,26 @@ class Server::Impl : public transport::MessageHandler {
     const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
     const wire::ChunkDone done{d.coll_seq, slot.ref};
     if (d.coll == CollType::kAllGather) {
-      std::shared_ptr<uint8_t> data = slot.contribs[0];
-      const uint32_t src = slot.ref.segment;
-      auto tracker = std::make_shared<AckAfterSends>();
-      tracker->job = job;
-      tracker->src = src;
-      tracker->done = done;
-      const auto meta = wire::EncodeResult(done);
-      for (uint32_t r = 0; r < job->nranks; ++r) {
-        if (r == src) continue;  // a rank not yet connected gets it once it joins (deferred)
-        OutMessage m = transport::MakeOutMessage(meta, data.get(), bytes);
-        m.keepalive = data;
-        ++tracker->remaining;
-        m.on_done = [this, tracker] {
-          if (--tracker->remaining == 0) SendAck(tracker->job, tracker->src, tracker->done);
-        };
-        if (coll.joined[r]) {
-          SendTo(*job, r, std::move(m));
-        } else {
-          coll.deferred[r].push_back(std::move(m));
+      auto delivery = std::make_shared<AgDelivery>();
+      delivery->data = slot.contribs[0];
+      delivery->bytes = bytes;
+      delivery->done = done;
+      delivery->src = slot.ref.segment;
+      delivery->result_meta = wire::EncodeResult(done);
+      delivery->unsent = job->nranks - 1;
+      if (delivery->unsent == 0) {
+        SendAck(job, delivery->src, done);
+      } else {
+        for (uint32_t r = 0; r < job->nranks; ++r) {
+          if (r == delivery->src) continue;
+          if (coll.joined[r]) {
+            SendAgChunk(job, r, delivery);
+          } else {
+            ++delivery->not_joined;
+          }
         }
+        if (delivery->not_joined > 0) coll.ag_waiting.push_back(std::move(delivery));
       }
-      if (tracker->remaining == 0) SendAck(job, src, done);
     } else {
       std::vector<const void*> srcs(job->nranks);
       for (uint32_t r = 0; r < job->nranks; ++r) srcs[r] = slot.contribs[r].get();
@@ -514,6 +707,7 @@ class Server::Impl : public transport::MessageHandler {
       std::shared_ptr<uint8_t> result = slot.contribs[0];
       const auto result_meta = wire::EncodeResult(done);
       for (uint32_t r = 0; r < job->nranks; ++r) {
+        --job->open_chunks[r];
         if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
           OutMessage m = transport::MakeOutMessage(result_meta, result.get(), bytes);
           m.keepalive = result;
@@ -526,13 +720,67 @@ class Server::Impl : public transport::MessageHandler {
     ++chunks_reduced_;
     coll.elems_done += slot.ref.count;
     coll.slots.erase(sit);
-    if (coll.elems_done >= d.server_elems && coll.slots.empty()) job->colls.erase(cit);
+    ReleaseState(*job, SlotStateBytes(job->nranks));
+    if (coll.elems_done >= d.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
+      job->colls.erase(cit);
+      ReleaseState(*job, CollStateBytes(job->nranks));
+    }
   }
 
+  void SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank, const std::shared_ptr<AgDelivery>& delivery) {
+    OutMessage m = transport::MakeOutMessage(delivery->result_meta, delivery->data.get(), delivery->bytes);
+    m.keepalive = delivery->data;
+    m.on_done = [this, weak = std::weak_ptr<Job>(job), delivery] {
+      if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done);
+    };
+    SendTo(*job, rank, std::move(m));
+  }
+
+  // The source of an all-gather chunk learns that every other rank has it.
   void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done) {
     std::shared_ptr<Job> job = weak.lock();
     if (!job || job->failed) return;
+    --job->open_chunks[rank];
     SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+  }
+
+  // ---- limits ----
+
+  Status ChargeState(const std::shared_ptr<Job>& job, uint64_t bytes, const char* what) {
+    const MemoryBudget* refused = nullptr;
+    if (!job->memory->TryCharge(bytes, &refused)) return FailJobForMemory(job, *refused, bytes, what);
+    job->state_bytes += bytes;
+    return Status::Ok();
+  }
+
+  void ReleaseState(Job& job, uint64_t bytes) {
+    job.state_bytes -= bytes;
+    job.memory->Release(bytes);
+  }
+
+  Status FailJobForMemory(const std::shared_ptr<Job>& job, const MemoryBudget& refused, uint64_t bytes,
+                          const char* what) {
+    const bool server_wide = &refused == memory_.get();
+    return FailJobForLimit(
+        job, fmt::format("job {} needs {} more bytes for {} but {} ({}={}) already holds {}; {}", job->hex, bytes, what,
+                         server_wide ? "the server" : "the job", refused.name(), Bytes(refused.limit()), refused.used(),
+                         server_wide ? "raise --memory-limit, or spread the jobs over more servers"
+                                     : "raise --job-memory-limit, or lower OPTCAST_WINDOW / OPTCAST_CHUNK_BYTES"));
+  }
+
+  Status FailJobForLimit(const std::shared_ptr<Job>& job, const std::string& why) {
+    ++limit_failures_;
+    FailJob(job, Code::kResourceExhausted, why);
+    return Status(Code::kCancelled, "job failed");
+  }
+
+  // Out of file descriptors: stop accepting for a moment rather than spin on the listener.
+  void PauseAccepting(const Status& why) {
+    if (accept_paused_) return;
+    Log().warn("not accepting connections for a moment: {}", why.message());
+    (void)poller_.Modify(listener_.fd(), &listener_, false, false);
+    accept_paused_ = true;
+    accept_resume_at_ = Clock::now() + std::chrono::milliseconds(100);
   }
 
   // Ends a job: every rank gets the error, the job's memory is freed, other jobs are untouched.
@@ -550,8 +798,42 @@ class Server::Impl : public transport::MessageHandler {
       cs->job.reset();
     }
     job->colls.clear();
+    ReleaseState(*job, job->state_bytes);
+    RememberFailure(job->id, code, text);
     jobs_.erase(job->id);
     jobs_active_.store(jobs_.size());
+  }
+
+  // A server with nothing in flight for a second returns its cached buffers to the system, so
+  // that a burst of large jobs does not leave it holding their memory for good.
+  void MaybeGiveBackMemory(Clock::time_point now) {
+    if (pool_.cached_bytes() == 0 || now - last_activity_ < std::chrono::seconds(1)) return;
+    for (auto& [id, job] : jobs_) {
+      if (!job->colls.empty()) return;
+    }
+    pool_.Trim();
+    malloc_trim(0);
+  }
+
+  // Failed jobs are remembered for one job timeout, at most kMaxFailedJobs of them.
+  void RememberFailure(const wire::JobIdBytes& id, Code code, const std::string& text) {
+    static constexpr size_t kMaxFailedJobs = 4096;
+    while (failed_jobs_.size() >= kMaxFailedJobs && !failed_order_.empty()) {
+      failed_jobs_.erase(failed_order_.front());
+      failed_order_.pop_front();
+    }
+    if (failed_jobs_.emplace(id, FailedJob{code, text, Clock::now() + opts_.job_timeout}).second) {
+      failed_order_.push_back(id);
+    }
+  }
+
+  void ForgetOldFailures(Clock::time_point now) {
+    while (!failed_order_.empty()) {
+      auto it = failed_jobs_.find(failed_order_.front());
+      if (it != failed_jobs_.end() && it->second.forget_at > now) break;
+      if (it != failed_jobs_.end()) failed_jobs_.erase(it);
+      failed_order_.pop_front();
+    }
   }
 
   void MaybeRetireJob(const std::shared_ptr<Job>& job) {
@@ -574,9 +856,26 @@ class Server::Impl : public transport::MessageHandler {
   std::unordered_map<ConnState*, std::unique_ptr<ConnState>> conns_;
   std::unordered_map<wire::JobIdBytes, std::shared_ptr<Job>, JobIdHash> jobs_;
   std::vector<ConnState*> dirty_;
+  std::shared_ptr<MemoryBudget> memory_;
+  struct FailedJob {
+    Code code;
+    std::string text;
+    Clock::time_point forget_at;
+  };
+  std::unordered_map<wire::JobIdBytes, FailedJob, JobIdHash> failed_jobs_;
+  std::deque<wire::JobIdBytes> failed_order_;
+  bool accept_paused_ = false;
+  Clock::time_point last_activity_{};
+  std::atomic<bool> drain_requested_{false};
+  std::atomic<bool> draining_started_{false};  // the listener is closed
+  std::atomic<int64_t> drain_ms_{0};
+  bool draining_ = false;
+  bool drain_farewell_sent_ = false;
+  Clock::time_point drain_deadline_{}, farewell_until_{};
+  Clock::time_point accept_resume_at_{};
 
   std::atomic<uint64_t> jobs_active_{0}, connections_{0}, jobs_failed_{0}, chunks_reduced_{0}, bytes_in_{0},
-      bytes_out_{0}, buffers_outstanding_{0};
+      bytes_out_{0}, buffers_outstanding_{0}, connections_refused_{0}, limit_failures_{0}, auth_failures_{0};
 };
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -585,6 +884,7 @@ Status Server::Start() { return impl_->Start(); }
 uint16_t Server::port() const { return impl_->port(); }
 Status Server::Run() { return impl_->Run(); }
 void Server::Stop() { impl_->Stop(); }
+void Server::Drain(std::chrono::milliseconds deadline) { impl_->Drain(deadline); }
 ServerStats Server::stats() const { return impl_->stats(); }
 
 }  // namespace optcast::server

@@ -20,6 +20,18 @@ struct ServerOptions {
   std::chrono::milliseconds hello_timeout{10000};
   // Largest chunk payload accepted in one message.
   uint64_t max_payload = 64u << 20;
+  // Bytes of chunk buffers and chunk state the server holds at most (0: half the physical memory).
+  uint64_t memory_limit = 0;
+  // The same for one job (0: the server's limit).
+  uint64_t job_memory_limit = 0;
+  // Connections served at once (0: from the process's open-file limit).
+  uint32_t max_connections = 0;
+  // Chunks one rank may have sent without an answer yet; clients keep a window far below this.
+  uint32_t max_open_chunks_per_rank = 1024;
+  // The deployment secret (auth/secret.h). When set, every hello must prove it (auth/proof.h).
+  std::string secret;
+  // Without a secret the server refuses to listen beyond loopback unless this is set.
+  bool insecure = false;
 };
 
 struct ServerStats {
@@ -30,6 +42,11 @@ struct ServerStats {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t buffer_bytes_outstanding = 0;
+  uint64_t memory_used = 0;          // charged against the memory limit
+  uint64_t connections_refused = 0;  // over the connection limit
+  uint64_t limit_failures = 0;       // jobs ended by a memory or open-chunk limit
+  uint64_t auth_failures = 0;        // hellos without a valid proof of the secret
+  bool draining = false;             // shutting down: the listener is closed
 };
 
 // The reduction server: serves many jobs at once on one event loop. Thread-compatible: Run() on
@@ -42,9 +59,14 @@ class Server {
   // Binds the listening socket (port 0 picks one).
   Status Start();
   uint16_t port() const;
-  // Serves until Stop(). Returns the error that ended the loop, if any.
+  // Serves until Stop(), or until a drain ends. Returns the error that ended the loop, if any.
   Status Run();
+  // Stops at once: open collectives are abandoned (their ranks see the connections close).
   void Stop();
+  // Graceful shutdown: stops accepting connections and new collectives, lets the collectives in
+  // flight finish for up to `deadline`, fails what is left with an error, then Run() returns.
+  // Thread-safe; a second call does not extend the deadline.
+  void Drain(std::chrono::milliseconds deadline);
   ServerStats stats() const;
 
  private:

@@ -1,11 +1,13 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "transport/endpoint.h"
 
+#include <arpa/inet.h>
+
 #include <cstdlib>
 
 namespace optcast::transport {
 
-Status ParseEndpoint(const std::string& text, Endpoint* out, uint16_t default_port) {
+Status ParseEndpoint(const std::string& text, Endpoint* out, uint16_t default_port, bool allow_any_port) {
   std::string host;
   std::string port;
   if (!text.empty() && text[0] == '[') {
@@ -30,7 +32,7 @@ Status ParseEndpoint(const std::string& text, Endpoint* out, uint16_t default_po
   if (!port.empty()) {
     char* end = nullptr;
     p = std::strtol(port.c_str(), &end, 10);
-    if (*end != '\0' || p <= 0 || p > 65535) {
+    if (*end != '\0' || p < (allow_any_port ? 0 : 1) || p > 65535) {
       return InvalidArgument("address '" + text + "' has a bad port; write it as HOST:PORT with PORT in 1..65535");
     }
   } else if (default_port == 0) {
@@ -57,6 +59,12 @@ Status ParseEndpointList(const std::string& text, std::vector<Endpoint>* out, ui
   }
   if (out->empty()) return InvalidArgument("empty address list; give HOST:PORT[,HOST:PORT...]");
   return Status::Ok();
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 }  // namespace optcast::transport

@@ -18,10 +18,13 @@ struct Endpoint {
 
 // Parses "host:port", "[v6]:port" or ":port" (host = 0.0.0.0). `default_port` applies to a bare
 // host when nonzero.
-Status ParseEndpoint(const std::string& text, Endpoint* out, uint16_t default_port = 0);
+// With `allow_any_port`, port 0 (the system picks a free one) is accepted, for listening.
+Status ParseEndpoint(const std::string& text, Endpoint* out, uint16_t default_port = 0, bool allow_any_port = false);
+
+// True for addresses that only this machine can reach: 127.0.0.0/8, ::1, "localhost".
+bool IsLoopbackHost(const std::string& host);
 
 // Parses a comma-separated list of endpoints.
-Status ParseEndpointList(const std::string& text, std::vector<Endpoint>* out,
-                         uint16_t default_port = 0);
+Status ParseEndpointList(const std::string& text, std::vector<Endpoint>* out, uint16_t default_port = 0);
 
 }  // namespace optcast::transport

@@ -87,9 +87,7 @@ std::vector<uint8_t> EncodeDone(MsgType t, const ChunkDone& m) {
   return w.Take();
 }
 
-Status Truncated(const char* what) {
-  return ProtocolError(std::string("truncated or oversized ") + what + " message");
-}
+Status Truncated(const char* what) { return ProtocolError(std::string("truncated or oversized ") + what + " message"); }
 
 }  // namespace
 
@@ -130,6 +128,18 @@ std::vector<uint8_t> EncodeResult(const ChunkDone& m) { return EncodeDone(MsgTyp
 std::vector<uint8_t> EncodeAck(const ChunkDone& m) { return EncodeDone(MsgType::kAck, m); }
 std::vector<uint8_t> EncodeBye() { return Writer(MsgType::kBye).Take(); }
 
+std::vector<uint8_t> EncodeChallenge(const Nonce& nonce) {
+  Writer w(MsgType::kChallenge);
+  w.Bytes(nonce.data(), nonce.size());
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeProof(const Mac& mac) {
+  Writer w(MsgType::kProof);
+  w.Bytes(mac.data(), mac.size());
+  return w.Take();
+}
+
 Status Decode(std::span<const uint8_t> meta, Message* out) {
   Reader r(meta);
   uint16_t version = 0;
@@ -143,8 +153,8 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
   switch (out->type) {
     case MsgType::kHello: {
       Hello& h = out->hello;
-      if (!r.Bytes(h.job_id.data(), h.job_id.size()) || !r.U32(&h.nranks) || !r.U32(&h.rank) ||
-          !r.U32(&h.flags) || r.remaining() != 0) {
+      if (!r.Bytes(h.job_id.data(), h.job_id.size()) || !r.U32(&h.nranks) || !r.U32(&h.rank) || !r.U32(&h.flags) ||
+          r.remaining() != 0) {
         return Truncated("hello");
       }
       return Status::Ok();
@@ -171,9 +181,9 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
       CollDesc& d = out->chunk.desc;
       ChunkRef& c = out->chunk.ref;
       uint8_t coll = 0, dtype = 0, op = 0, pad = 0;
-      if (r.remaining() != kCollDescBytes + kChunkRefBytes || !r.U64(&d.coll_seq) || !r.U8(&coll) ||
-          !r.U8(&dtype) || !r.U8(&op) || !r.U8(&pad) || !r.U64(&d.count) || !r.U64(&d.server_elems) ||
-          !r.U32(&c.segment) || !r.U64(&c.offset) || !r.U32(&c.count)) {
+      if (r.remaining() != kCollDescBytes + kChunkRefBytes || !r.U64(&d.coll_seq) || !r.U8(&coll) || !r.U8(&dtype) ||
+          !r.U8(&op) || !r.U8(&pad) || !r.U64(&d.count) || !r.U64(&d.server_elems) || !r.U32(&c.segment) ||
+          !r.U64(&c.offset) || !r.U32(&c.count)) {
         return Truncated("chunk");
       }
       if (!IsValidCollType(coll)) return ProtocolError("chunk names unknown collective " + std::to_string(coll));
@@ -196,6 +206,16 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     }
     case MsgType::kBye:
       if (r.remaining() != 0) return Truncated("bye");
+      return Status::Ok();
+    case MsgType::kChallenge:
+      if (r.remaining() != out->challenge.size() || !r.Bytes(out->challenge.data(), out->challenge.size())) {
+        return Truncated("challenge");
+      }
+      return Status::Ok();
+    case MsgType::kProof:
+      if (r.remaining() != out->proof.size() || !r.Bytes(out->proof.data(), out->proof.size())) {
+        return Truncated("proof");
+      }
       return Status::Ok();
   }
   return ProtocolError("unknown message type " + std::to_string(type));

@@ -12,6 +12,8 @@
 //   Result   (s->c): coll_seq u64 segment u32 offset u64 count u32  + payload
 //   Ack      (s->c): coll_seq u64 segment u32 offset u64 count u32  (a chunk done, no data for you)
 //   Bye      (c->s): (nothing)  the rank leaves the job cleanly
+//   Challenge(s->c): nonce[32]  the server wants proof of the deployment secret before Welcome
+//   Proof    (c->s): mac[32]    HMAC-SHA256(secret, nonce and the hello), see auth/proof.h
 //   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 pad u8 count u64 server_elems u64
 
 #include <array>
@@ -36,9 +38,13 @@ enum class MsgType : uint16_t {
   kResult = 5,
   kAck = 6,
   kBye = 7,
+  kChallenge = 8,
+  kProof = 9,
 };
 
 using JobIdBytes = std::array<uint8_t, 16>;
+using Nonce = std::array<uint8_t, 32>;
+using Mac = std::array<uint8_t, 32>;
 
 struct Hello {
   JobIdBytes job_id{};
@@ -93,6 +99,8 @@ struct Message {
   ErrorMsg error;
   Chunk chunk;
   ChunkDone done;
+  Nonce challenge{};
+  Mac proof{};
 };
 
 std::vector<uint8_t> EncodeHello(const Hello& m);
@@ -102,6 +110,8 @@ std::vector<uint8_t> EncodeChunk(const Chunk& m);
 std::vector<uint8_t> EncodeResult(const ChunkDone& m);
 std::vector<uint8_t> EncodeAck(const ChunkDone& m);
 std::vector<uint8_t> EncodeBye();
+std::vector<uint8_t> EncodeChallenge(const Nonce& nonce);
+std::vector<uint8_t> EncodeProof(const Mac& mac);
 
 // Decodes and validates one meta block: version, type, exact length, enum ranges.
 Status Decode(std::span<const uint8_t> meta, Message* out);

@@ -12,10 +12,16 @@
 
 namespace optcast::e2e {
 
-#define E2E_ASSERT_OK(expr)                                  \
-  do {                                                       \
-    const ::optcast::Status _e2e_st = (expr);                \
+#define E2E_ASSERT_OK(expr)                                           \
+  do {                                                                \
+    const ::optcast::Status _e2e_st = (expr);                         \
     ASSERT_TRUE(_e2e_st.ok()) << #expr << ": " << _e2e_st.ToString(); \
+  } while (0)
+
+#define E2E_EXPECT_OK(expr)                                           \
+  do {                                                                \
+    const ::optcast::Status _e2e_st = (expr);                         \
+    EXPECT_TRUE(_e2e_st.ok()) << #expr << ": " << _e2e_st.ToString(); \
   } while (0)
 
 // Every child exited with 0; otherwise each failure is reported with the child's message.

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -118,10 +118,10 @@ int AllReduceMatrixRank(Shared& sh, const std::vector<std::string>& servers, con
   st = MakeComm(servers, job2, nranks, rank, tiny, &comm);
   if (!st.ok()) return sh.Fail(rank, "create (tiny chunks): " + st.ToString());
   h = 0;
-  const std::pair<DataType, RedOp> subset[] = {
-      {DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg}, {DataType::kBFloat16, RedOp::kMax},
-      {DataType::kFloat64, RedOp::kProd}, {DataType::kInt8, RedOp::kSum},  {DataType::kUInt64, RedOp::kAvg},
-      {DataType::kInt32, RedOp::kMin}};
+  const std::pair<DataType, RedOp> subset[] = {{DataType::kFloat32, RedOp::kSum},  {DataType::kFloat16, RedOp::kAvg},
+                                               {DataType::kBFloat16, RedOp::kMax}, {DataType::kFloat64, RedOp::kProd},
+                                               {DataType::kInt8, RedOp::kSum},     {DataType::kUInt64, RedOp::kAvg},
+                                               {DataType::kInt32, RedOp::kMin}};
   for (const auto& [dt, op] : subset) {
     for (size_t count : {1, 5, 31, 257}) {
       const uint64_t seed = SeedFor(3, static_cast<uint64_t>(dt), static_cast<uint64_t>(op), count);
@@ -156,10 +156,10 @@ TEST(E2eAllReduce, EveryDtypeAndOpFourRanksTwoServers) {
 
 int RsAgRank(Shared& sh, const std::vector<std::string>& servers, const JobId& job1, const JobId& job2,
              const JobId& job3, int nranks, int rank) {
-  const std::pair<DataType, RedOp> rs_cases[] = {
-      {DataType::kFloat32, RedOp::kSum}, {DataType::kInt32, RedOp::kMax},   {DataType::kFloat16, RedOp::kAvg},
-      {DataType::kUInt64, RedOp::kProd}, {DataType::kBFloat16, RedOp::kMin}, {DataType::kFloat64, RedOp::kAvg},
-      {DataType::kInt8, RedOp::kSum}};
+  const std::pair<DataType, RedOp> rs_cases[] = {{DataType::kFloat32, RedOp::kSum},  {DataType::kInt32, RedOp::kMax},
+                                                 {DataType::kFloat16, RedOp::kAvg},  {DataType::kUInt64, RedOp::kProd},
+                                                 {DataType::kBFloat16, RedOp::kMin}, {DataType::kFloat64, RedOp::kAvg},
+                                                 {DataType::kInt8, RedOp::kSum}};
   const DataType ag_types[] = {DataType::kFloat32, DataType::kUInt8, DataType::kFloat64, DataType::kBFloat16,
                                DataType::kInt64};
   const JobId* jobs[3] = {&job1, &job2, &job3};
@@ -422,7 +422,8 @@ int InFlightRank(Shared& sh, const std::vector<std::string>& servers, const JobI
       bool d = false;
       st = comm->Test(req[i], &d);
       ++polls;
-      if (!d && !st.ok()) return sh.Fail(rank, "Test of request " + std::to_string(i) + " failed without completing: " + st.ToString());
+      if (!d && !st.ok())
+        return sh.Fail(rank, "Test of request " + std::to_string(i) + " failed without completing: " + st.ToString());
       if (d) {
         if (!st.ok()) return sh.Fail(rank, "request " + std::to_string(i) + " failed: " + st.ToString());
         done[i] = true;
@@ -434,9 +435,10 @@ int InFlightRank(Shared& sh, const std::vector<std::string>& servers, const JobI
       for (int i = 0; i < 4; ++i) {
         if (!done[i]) which += " " + std::to_string(i);
       }
-      return sh.Fail(rank, "round " + std::to_string(round) + ": requests" + which + " (0: allreduce float32, 1: "
-                           "allgather int32, 2: allreduce float64 in place, 3: allgather bfloat16 in place) still "
-                           "pending after 30 s");
+      return sh.Fail(rank, "round " + std::to_string(round) + ": requests" + which +
+                               " (0: allreduce float32, 1: "
+                               "allgather int32, 2: allreduce float64 in place, 3: allgather bfloat16 in place) still "
+                               "pending after 30 s");
     }
   }
   sh->value[rank][round] = polls;
@@ -470,9 +472,8 @@ TEST(E2eAsync, SeveralCollectivesInFlightCompletedByTest) {
   Children kids[2];
   for (int round = 0; round < 2; ++round) {
     for (int r = 0; r < kRanks; ++r) {
-      kids[round].Spawn([&, r, round] {
-        return InFlightRank(sh[round], servers, jobs[round], kRanks, r, configs[round], round);
-      });
+      kids[round].Spawn(
+          [&, r, round] { return InFlightRank(sh[round], servers, jobs[round], kRanks, r, configs[round], round); });
     }
   }
   farm.Serve();
@@ -533,8 +534,7 @@ TEST(E2eDeterminism, Float32SumBitwiseReproducible) {
           std::vector<float> buf = input;
           std::vector<float> out(kCount);
           const bool in_place = run == 1;
-          st = comm->AllReduce(buf.data(), in_place ? buf.data() : out.data(), kCount, DataType::kFloat32,
-                               RedOp::kSum);
+          st = comm->AllReduce(buf.data(), in_place ? buf.data() : out.data(), kCount, DataType::kFloat32, RedOp::kSum);
           if (!st.ok()) return sh.Fail(r, "allreduce: " + st.ToString());
           const float* res = in_place ? buf.data() : out.data();
           if (std::memcmp(res, fwd.data(), kCount * sizeof(float)) != 0) {
@@ -580,10 +580,13 @@ TEST(E2eJobs, FourConcurrentJobsOfThreeRanksShareTwoServers) {
         uint64_t h = 0;
         const std::string job = "job " + std::to_string(j) + ": ";
         for (int iter = 0; iter < 3; ++iter) {
-          std::string err = RunAllReduce(*comm, DataType::kFloat32, RedOp::kSum, 10007, SeedFor(80, j, iter), iter == 1, &h);
-          if (err.empty()) err = RunReduceScatter(*comm, DataType::kInt64, RedOp::kSum, 1001, SeedFor(81, j, iter), iter == 2);
+          std::string err =
+              RunAllReduce(*comm, DataType::kFloat32, RedOp::kSum, 10007, SeedFor(80, j, iter), iter == 1, &h);
+          if (err.empty())
+            err = RunReduceScatter(*comm, DataType::kInt64, RedOp::kSum, 1001, SeedFor(81, j, iter), iter == 2);
           if (err.empty()) err = RunAllGather(*comm, DataType::kFloat16, 333, SeedFor(82, j, iter), iter == 0, &h);
-          if (err.empty()) err = RunAllReduce(*comm, DataType::kUInt8, RedOp::kMax, 99, SeedFor(83, j, iter), false, &h);
+          if (err.empty())
+            err = RunAllReduce(*comm, DataType::kUInt8, RedOp::kMax, 99, SeedFor(83, j, iter), false, &h);
           if (!err.empty()) return sh.Fail(slot, job + err);
         }
         sh->hash[slot][0] = h;

@@ -266,7 +266,35 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.connect_timeout = config.connect_timeout;
   o.chunk_bytes = config.chunk_bytes;
   o.window = config.window;
+  o.secret = config.secret;
   return Communicator::Create(o, out);
+}
+
+std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,
+                                          const CommConfig& config, uint64_t seed) {
+  const JobId job = JobId::Random();
+  std::vector<Status> out(nranks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < nranks; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
+      Status st = MakeComm(servers, job, nranks, r, config, &comm);
+      if (!st.ok()) {
+        out[r] = st;
+        return;
+      }
+      std::vector<float> in(count), got(count);
+      FillInput(DataType::kFloat32, RedOp::kSum, seed, r, 0, count, in.data());
+      st = comm->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+      if (st.ok()) {
+        const std::string err = VerifyReduction(got.data(), DataType::kFloat32, RedOp::kSum, seed, nranks, 0, count);
+        if (!err.empty()) st = InternalError("wrong result: " + err);
+      }
+      out[r] = st;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -554,9 +582,9 @@ std::string VerifyAllGather(const void* got, DataType dtype, uint64_t seed, int 
       FillInput(dtype, RedOp::kSum, seed, q, off, len, want.data());
       const uint8_t* at = g + (static_cast<size_t>(q) * sendcount + off) * es;
       if (std::memcmp(at, want.data(), len * es) != 0) {
-        return FirstDifference(at, want.data(), len, dtype, off,
-                               std::string("allgather of ") + DataTypeName(dtype) + ", part of rank " +
-                                   std::to_string(q));
+        return FirstDifference(
+            at, want.data(), len, dtype, off,
+            std::string("allgather of ") + DataTypeName(dtype) + ", part of rank " + std::to_string(q));
       }
     }
   }

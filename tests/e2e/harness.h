@@ -165,10 +165,16 @@ struct CommConfig {
   milliseconds connect_timeout{10000};
   size_t chunk_bytes = 0;
   int window = 0;
+  std::string secret;
 };
 
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,
                 const CommConfig& config, std::unique_ptr<Communicator>* out);
+
+// Runs every rank of one new job on a thread of this process: `count` float32 summed by
+// allreduce, checked against the reference. Returns each rank's status.
+std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,
+                                          const CommConfig& config, uint64_t seed);
 
 // ---------------------------------------------------------------------------------------------
 // Data and reference

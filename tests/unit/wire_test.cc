@@ -228,7 +228,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{8}, uint16_t{9}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{10}, uint16_t{11}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <thread>
 
+#include "auth/proof.h"
 #include "tools/emu/runner.h"
 
 namespace optcast::tools::emu {
@@ -459,6 +460,20 @@ Status Emulation::Prepare() {
   if (mkdtemp(templ) == nullptr) return InternalError(std::string("mkdtemp: ") + std::strerror(errno));
   workdir_ = templ;
   chmod(workdir_.c_str(), 0755);
+  // The emulated hosts talk over a (virtual) network, so servers and ranks share a fresh secret,
+  // handed over in a file only root can read, as a deployment would.
+  const std::string secret_path = workdir_ + "/secret";
+  wire::Nonce key = auth::NewNonce();
+  static const char* kHex = "0123456789abcdef";
+  std::string secret;
+  for (uint8_t b : key) secret += {kHex[b >> 4], kHex[b & 15]};
+  const int fd = ::open(secret_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || ::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size())) {
+    if (fd >= 0) ::close(fd);
+    return InternalError("cannot write " + secret_path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  setenv("OPTCAST_SECRET_FILE", secret_path.c_str(), 1);
   return Status::Ok();
 }
 

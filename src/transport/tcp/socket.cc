@@ -28,8 +28,7 @@ Status Resolve(const Endpoint& ep, bool passive, addrinfo** result) {
   const std::string port = std::to_string(ep.port);
   int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, result);
   if (rc != 0) {
-    return UnavailableError("cannot resolve '" + ep.ToString() + "': " + gai_strerror(rc) +
-                            "; check the host name");
+    return UnavailableError("cannot resolve '" + ep.ToString() + "': " + gai_strerror(rc) + "; check the host name");
   }
   return Status::Ok();
 }
@@ -155,13 +154,12 @@ Status Connect(const Endpoint& ep, Deadline deadline, Socket* out) {
       freeaddrinfo(res);
     }
     if (deadline.Expired()) break;
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-        backoff, std::chrono::milliseconds(std::max(1, deadline.RemainingMs()))));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(std::max(1, deadline.RemainingMs()))));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   } while (!deadline.Expired());
   return UnavailableError("cannot connect to " + ep.ToString() + " after " + std::to_string(attempts) +
-                          " attempts: " + last_error +
-                          "; check that the server is running and the address is right");
+                          " attempts: " + last_error + "; check that the server is running and the address is right");
 }
 
 Status Accept(const Socket& listener, Socket* out, std::string* peer) {
@@ -170,6 +168,9 @@ Status Accept(const Socket& listener, Socket* out, std::string* peer) {
   int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return UnavailableError("no pending connection");
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      return ResourceExhausted("accept: " + ErrnoText(errno) + "; raise the open-file limit (ulimit -n)");
+    }
     return UnavailableError("accept: " + ErrnoText(errno));
   }
   if (peer != nullptr) {

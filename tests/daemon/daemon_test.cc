@@ -1,0 +1,144 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// `optcast server` as a process: graceful SIGTERM, secrets from files, loopback-only without a
+// secret, and a restart that serves new communicators.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "checks.h"
+#include "harness.h"
+#include "server_process.h"
+
+namespace optcast::daemon {
+namespace {
+
+using e2e::CommConfig;
+using e2e::RunAllReduceOnThreads;
+using std::chrono::milliseconds;
+
+CommConfig Config(std::string secret = "") {
+  CommConfig c;
+  c.timeout = milliseconds(8000);
+  c.connect_timeout = milliseconds(3000);
+  c.secret = std::move(secret);
+  return c;
+}
+
+void ExpectAllOk(const std::vector<Status>& st) {
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+std::string TempPath(const std::string& name) {
+  return testing::TempDir() + "optcast-daemon-" + std::to_string(::getpid()) + "-" + name;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text, mode_t mode) {
+  const std::string path = TempPath(name);
+  ::unlink(path.c_str());
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+TEST(Daemon, SigtermLetsTheCollectiveInFlightFinishThenExitsZero) {
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--shutdown-timeout-ms", "20000"}));
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> c0, c1;
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, job, 2, 0, Config(), &c0));
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, job, 2, 1, Config(), &c1));
+  constexpr size_t kCount = 1 << 20;
+  constexpr uint64_t kSeed = 9200;
+  std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, kSeed, 0, 0, kCount, in0.data());
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, kSeed, 1, 0, kCount, in1.data());
+  auto rank0 = std::async(std::launch::async, [&] {
+    return c0->AllReduce(in0.data(), out0.data(), kCount, DataType::kFloat32, RedOp::kSum);
+  });
+  // Rank 0's chunks are at the server (rank 1 has not started): the collective is in flight.
+  std::this_thread::sleep_for(milliseconds(300));
+  srv.Signal(SIGTERM);
+  std::this_thread::sleep_for(milliseconds(200));
+  E2E_EXPECT_OK(c1->AllReduce(in1.data(), out1.data(), kCount, DataType::kFloat32, RedOp::kSum));
+  E2E_EXPECT_OK(rank0.get());
+  EXPECT_EQ(e2e::VerifyReduction(out0.data(), DataType::kFloat32, RedOp::kSum, kSeed, 2, 0, kCount), "");
+  EXPECT_EQ(e2e::VerifyReduction(out1.data(), DataType::kFloat32, RedOp::kSum, kSeed, 2, 0, kCount), "");
+  int code = -1;
+  ASSERT_TRUE(srv.Wait(milliseconds(10000), &code)) << "still running after SIGTERM: " << srv.Output();
+  EXPECT_EQ(code, 0) << srv.Output();
+  EXPECT_NE(srv.Output().find("shutting down"), std::string::npos) << srv.Output();
+  // The ranks learn that the server is gone rather than hang.
+  Status next = c0->AllReduce(in0.data(), out0.data(), 8, DataType::kFloat32, RedOp::kSum);
+  EXPECT_FALSE(next.ok());
+}
+
+TEST(Daemon, WithoutASecretItRefusesToServeTheNetworkUnlessInsecure) {
+  {
+    ServerProcess srv;
+    Status st = srv.Start({"--listen", "0.0.0.0:0"});
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("--insecure"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("OPTCAST_SECRET_FILE"), std::string::npos) << st.ToString();
+  }
+  {
+    ServerProcess srv;
+    E2E_ASSERT_OK(srv.Start({"--listen", "0.0.0.0:0", "--insecure"}));
+    EXPECT_NE(srv.Output().find("INSECURE"), std::string::npos) << srv.Output();
+    srv.Signal(SIGTERM);
+    int code = -1;
+    ASSERT_TRUE(srv.Wait(milliseconds(5000), &code));
+    EXPECT_EQ(code, 0) << srv.Output();
+  }
+}
+
+TEST(Daemon, SecretFileIsCheckedThenRequiredOfEveryHello) {
+  const std::string secret = "d2b1f0c8a4e6-a-secret-for-this-test";
+  {  // Readable by others: refused, with the fix.
+    const std::string open_file = WriteFile("open-secret", secret + "\n", 0644);
+    ServerProcess srv;
+    Status st = srv.Start({"--listen", "127.0.0.1:0", "--secret-file", open_file});
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("chmod 600"), std::string::npos) << st.ToString();
+    ::unlink(open_file.c_str());
+  }
+  {  // Too short.
+    const std::string short_file = WriteFile("short-secret", "abc\n", 0600);
+    ServerProcess srv;
+    Status st = srv.Start({"--listen", "127.0.0.1:0", "--secret-file", short_file});
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("at least 16"), std::string::npos) << st.ToString();
+    ::unlink(short_file.c_str());
+  }
+  // A good file, given through the environment as workers would.
+  const std::string file = WriteFile("secret", secret + "\n", 0600);
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0"}, {"OPTCAST_SECRET_FILE=" + file}));
+  EXPECT_NE(srv.Output().find("authenticated"), std::string::npos) << srv.Output();
+  ExpectAllOk(RunAllReduceOnThreads({srv.address()}, 2, 4099, Config(secret), 9201));
+  const auto refused = RunAllReduceOnThreads({srv.address()}, 1, 16, Config(secret + "x"), 9202);
+  EXPECT_EQ(refused[0].code(), Code::kUnauthenticated) << refused[0].ToString();
+  ::unlink(file.c_str());
+}
+
+TEST(Daemon, ARestartedServerServesNewCommunicators) {
+  ServerProcess first;
+  E2E_ASSERT_OK(first.Start({"--listen", "127.0.0.1:0"}));
+  const uint16_t port = first.port();
+  ExpectAllOk(RunAllReduceOnThreads({first.address()}, 2, 10007, Config(), 9203));
+  first.Signal(SIGKILL);
+  int code = -1;
+  ASSERT_TRUE(first.Wait(milliseconds(5000), &code));
+  ServerProcess second;
+  E2E_ASSERT_OK(second.Start({"--listen", "127.0.0.1:" + std::to_string(port)}));
+  ExpectAllOk(RunAllReduceOnThreads({second.address()}, 3, 10007, Config(), 9204));
+}
+
+}  // namespace
+}  // namespace optcast::daemon

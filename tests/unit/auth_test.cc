@@ -1,0 +1,148 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Hello proofs (HMAC-SHA256 over the documented layout), secrets from files and the environment,
+// and the memory budgets behind the server's limits.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "auth/proof.h"
+#include "auth/secret.h"
+#include "server/memory_budget.h"
+
+namespace optcast {
+namespace {
+
+wire::Hello SampleHello() {
+  wire::Hello h;
+  for (int i = 0; i < 16; ++i) h.job_id[i] = static_cast<uint8_t>(0xa0 + i);
+  h.nranks = 4;
+  h.rank = 2;
+  return h;
+}
+
+wire::Nonce CountingNonce() {
+  wire::Nonce n{};
+  for (int i = 0; i < 32; ++i) n[i] = static_cast<uint8_t>(i);
+  return n;
+}
+
+std::string Hex(const wire::Mac& m) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : m) s += {kHex[b >> 4], kHex[b & 15]};
+  return s;
+}
+
+TEST(HelloProof, MatchesTheDocumentedLayout) {
+  // Computed independently (Python's hmac module) over
+  // "optcast-hello-proof-v1" | nonce | job_id | nranks u32le | rank u32le | flags u32le.
+  EXPECT_EQ(Hex(auth::ComputeProof("0123456789abcdef0123", CountingNonce(), SampleHello())),
+            "fff668bf9beb0b02b2859c7a419f8cfa6df937604c40600b6235730cdae43828");
+}
+
+TEST(HelloProof, EveryFieldAndTheSecretMatter) {
+  const std::string secret = "0123456789abcdef0123";
+  const wire::Nonce nonce = CountingNonce();
+  const wire::Hello hello = SampleHello();
+  const wire::Mac good = auth::ComputeProof(secret, nonce, hello);
+  EXPECT_TRUE(auth::VerifyProof(secret, nonce, hello, good));
+  EXPECT_FALSE(auth::VerifyProof(secret + "x", nonce, hello, good));
+  wire::Nonce other_nonce = nonce;
+  other_nonce[31] ^= 1;
+  EXPECT_FALSE(auth::VerifyProof(secret, other_nonce, hello, good));
+  for (int field = 0; field < 4; ++field) {
+    wire::Hello h = hello;
+    if (field == 0) h.job_id[0] ^= 1;
+    if (field == 1) h.nranks += 1;
+    if (field == 2) h.rank -= 1;
+    if (field == 3) h.flags = 1;
+    EXPECT_FALSE(auth::VerifyProof(secret, nonce, h, good)) << "field " << field;
+  }
+  wire::Mac flipped = good;
+  flipped[7] ^= 0x80;
+  EXPECT_FALSE(auth::VerifyProof(secret, nonce, hello, flipped));
+}
+
+TEST(HelloProof, NoncesAreFresh) {
+  EXPECT_NE(auth::NewNonce(), auth::NewNonce());
+}
+
+class SecretFile : public testing::Test {
+ protected:
+  std::string Write(const std::string& text, mode_t mode) {
+    path_ = testing::TempDir() + "optcast-secret-" + std::to_string(::getpid());
+    ::unlink(path_.c_str());
+    std::ofstream(path_) << text;
+    ::chmod(path_.c_str(), mode);
+    return path_;
+  }
+  void TearDown() override {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    ::unsetenv("OPTCAST_SECRET_FILE");
+    ::unsetenv("OPTCAST_SECRET");
+  }
+  std::string path_;
+};
+
+TEST_F(SecretFile, ReadsTheSecretWithoutItsNewline) {
+  std::string s;
+  ASSERT_TRUE(auth::LoadSecretFile(Write("sixteen-bytes-or-more\n", 0600), &s).ok());
+  EXPECT_EQ(s, "sixteen-bytes-or-more");
+}
+
+TEST_F(SecretFile, RefusesFilesOthersCanReadShortSecretsAndMissingFiles) {
+  std::string s;
+  Status st = auth::LoadSecretFile(Write("sixteen-bytes-or-more\n", 0640), &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("chmod 600"), std::string::npos) << st.message();
+  st = auth::LoadSecretFile(Write("short\n", 0600), &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("at least 16"), std::string::npos) << st.message();
+  st = auth::LoadSecretFile("/nonexistent/optcast-secret", &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/nonexistent/optcast-secret"), std::string::npos) << st.message();
+}
+
+TEST_F(SecretFile, EnvironmentPrefersTheFile) {
+  std::string s = "left over";
+  ASSERT_TRUE(auth::SecretFromEnvironment(&s).ok());
+  EXPECT_EQ(s, "");
+  ::setenv("OPTCAST_SECRET", "from-the-variable-itself", 1);
+  ASSERT_TRUE(auth::SecretFromEnvironment(&s).ok());
+  EXPECT_EQ(s, "from-the-variable-itself");
+  ::setenv("OPTCAST_SECRET_FILE", Write("from-the-file-of-the-job\n", 0600).c_str(), 1);
+  ASSERT_TRUE(auth::SecretFromEnvironment(&s).ok());
+  EXPECT_EQ(s, "from-the-file-of-the-job");
+  ::unsetenv("OPTCAST_SECRET_FILE");
+  ::setenv("OPTCAST_SECRET", "short", 1);
+  EXPECT_FALSE(auth::SecretFromEnvironment(&s).ok());
+}
+
+TEST(MemoryBudget, AChargeMustFitTheJobAndTheServer) {
+  auto server = std::make_shared<server::MemoryBudget>("--memory-limit", 1000);
+  auto a = std::make_shared<server::MemoryBudget>("--job-memory-limit", 600, server);
+  auto b = std::make_shared<server::MemoryBudget>("--job-memory-limit", 600, server);
+  const server::MemoryBudget* refused = nullptr;
+  EXPECT_TRUE(a->TryCharge(500, &refused));
+  EXPECT_FALSE(a->TryCharge(200, &refused));  // over the job's 600
+  EXPECT_EQ(refused, a.get());
+  EXPECT_TRUE(b->TryCharge(450, &refused));
+  EXPECT_FALSE(b->TryCharge(100, &refused));  // b has room, the server does not
+  EXPECT_EQ(refused, server.get());
+  EXPECT_EQ(a->used(), 500u);
+  EXPECT_EQ(b->used(), 450u);
+  EXPECT_EQ(server->used(), 950u);
+  a->Release(500);
+  EXPECT_TRUE(b->TryCharge(100, &refused));
+  EXPECT_EQ(server->used(), 550u);
+  b->Release(550);
+  EXPECT_EQ(server->used(), 0u);
+}
+
+}  // namespace
+}  // namespace optcast
