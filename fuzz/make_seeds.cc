@@ -213,6 +213,26 @@ int main(int argc, char** argv) {
   session("chunk_wrong_payload_len", 1, short_payload);
   session("hello_zero_ranks", 0, Frame(wire::EncodeHello(MakeHello(0, 0))));
 
+  // fuzz_auth_exchange: a mode byte (bit 0: a valid hello and its challenge first; bit 1: then a
+  // proof computed over the nonce and hello XORed with the next 48 bytes), then the bytes.
+  const fs::path ax = root / "fuzz_auth_exchange";
+  auto auth = [&](const std::string& name, uint8_t mode, const Bytes& b) {
+    Bytes s{mode};
+    Append(&s, b);
+    Write(ax, name, s);
+  };
+  wire::Mac zero_mac{};
+  auth("raw_hello", 0, Frame(hello));
+  auth("raw_hello_then_proof", 0, Cat({Frame(hello), Frame(wire::EncodeProof(zero_mac))}));
+  auth("raw_proof_first", 0, Frame(wire::EncodeProof(zero_mac)));
+  auth("right_proof", 3, Bytes(48, 0));
+  auth("proof_other_nonce", 3, Cat({Bytes(31, 0), Bytes{1}}));
+  auth("proof_other_rank", 3, Cat({Bytes(44, 0), Bytes{1}}));
+  auth("forged_proof", 1, Frame(wire::EncodeProof(zero_mac)));
+  auth("chunk_instead_of_proof", 1, ChunkFrame(ar));
+  auth("second_hello", 1, Frame(hello));
+  auth("truncated_proof", 1, Truncate(Frame(wire::EncodeProof(zero_mac)), 10));
+
   std::printf("wrote %d seed files under %s\n", g_files, root.c_str());
   return 0;
 }

@@ -140,5 +140,45 @@ TEST(Daemon, ARestartedServerServesNewCommunicators) {
   ExpectAllOk(RunAllReduceOnThreads({second.address()}, 3, 10007, Config(), 9204));
 }
 
+// A communicator does not re-stripe over the servers that are left: once one of its servers is
+// gone, every later collective fails promptly with an error naming it, and a new communicator
+// over the remaining servers works.
+TEST(Daemon, WhenOneOfTwoServersDiesLaterCollectivesFailNamingIt) {
+  ServerProcess a, b;
+  E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
+  E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> c0, c1;
+  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, Config(), &c0));
+  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, Config(), &c1));
+  constexpr size_t kCount = 1 << 18;  // large enough to be striped over both servers
+  std::vector<float> in(kCount, 1.0f), out0(kCount), out1(kCount);
+  auto both = [&](size_t count) {
+    auto r1 = std::async(std::launch::async,
+                         [&] { return c1->AllReduce(in.data(), out1.data(), count, DataType::kFloat32, RedOp::kSum); });
+    Status s0 = c0->AllReduce(in.data(), out0.data(), count, DataType::kFloat32, RedOp::kSum);
+    return std::make_pair(s0, r1.get());
+  };
+  auto [ok0, ok1] = both(kCount);
+  E2E_ASSERT_OK(ok0);
+  E2E_ASSERT_OK(ok1);
+  EXPECT_EQ(out0[kCount - 1], 2.0f);
+
+  b.Signal(SIGKILL);
+  int code = -1;
+  ASSERT_TRUE(b.Wait(milliseconds(5000), &code));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t count : {kCount, size_t{1}}) {
+    auto [s0, s1] = both(count);
+    for (const Status& st : {s0, s1}) {
+      EXPECT_FALSE(st.ok()) << count;
+      EXPECT_NE(st.message().find(b.address()), std::string::npos) << st.ToString();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(10000));
+  // The survivors start over on the server that is left.
+  ExpectAllOk(RunAllReduceOnThreads({a.address()}, 2, kCount, Config(), 9205));
+}
+
 }  // namespace
 }  // namespace optcast::daemon

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -109,7 +110,7 @@ TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   // A leftover server process must not keep a namespace alive through `down`.
   out.clear();
   ASSERT_EQ(Shell("ip netns exec optcast-emu-s0 " + optcast_ +
-                      " server --listen 10.99.0.101:8918 --log-level warn >/dev/null 2>&1 & sleep 0.3",
+                      " server --listen 10.99.0.101:8918 --insecure --log-level warn >/dev/null 2>&1 & sleep 0.3",
                   &out),
             0)
       << out;
@@ -118,6 +119,72 @@ TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   EXPECT_EQ(EmuNamespaces(), "");
   out.clear();
   EXPECT_EQ(Shell(optcast_ + " emu down", &out), 0) << "down twice: " << out;
+}
+
+// A worker's link cut in the middle of a job: the rank behind it and the rank still connected
+// both end with an error within the timeouts (no hang), the server survives, and teardown leaves
+// nothing behind.
+TEST_F(EmuTest, ACutLinkEndsInErrorsNotHangs) {
+  std::string out;
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 100mbit", &out), 0) << out;
+  const std::string dir = std::filesystem::temp_directory_path() / ("optcast-cut-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  out.clear();
+  // The server fails a job after 2 s without progress; the ranks give up after 4 s themselves.
+  ASSERT_EQ(Shell("ip netns exec optcast-emu-s0 " + optcast_ +
+                      " server --listen 10.99.0.101:8918 --insecure --timeout-ms 2000 --log-level info > " + dir +
+                      "/server.log 2>&1 & sleep 0.5",
+                  &out),
+            0)
+      << out;
+  for (int r = 0; r < 2; ++r) {
+    const std::string cmd =
+        "ip netns exec optcast-emu-w" + std::to_string(r) + " " + optcast_ + " bench --rank " + std::to_string(r) +
+        " --nranks 2 --rendezvous 10.99.0.1:29500 --algo server --servers 10.99.0.101:8918 "
+        "--timeout-ms 4000 -b 4M -e 4M -n 100000 -w 1 > " +
+        dir + "/rank" + std::to_string(r) + ".log 2>&1; echo $? > " + dir + "/rank" + std::to_string(r) + ".rc";
+    out.clear();
+    ASSERT_EQ(Shell("(" + cmd + ") </dev/null >/dev/null 2>&1 &", &out), 0) << out;
+  }
+  // Let the job run (each collective of 4 MiB takes about 0.35 s at 100 Mbit/s), then cut w1.
+  sleep(3);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(std::filesystem::exists(dir + "/rank" + std::to_string(r) + ".rc"))
+        << "rank " << r << " ended before the cut";
+  }
+  out.clear();
+  ASSERT_EQ(Shell("ip -n optcast-emu-w1 link set eth0 down", &out), 0) << out;
+  const auto cut = std::chrono::steady_clock::now();
+  bool both = false;
+  while (std::chrono::steady_clock::now() - cut < std::chrono::seconds(20)) {
+    both = std::filesystem::exists(dir + "/rank0.rc") && std::filesystem::exists(dir + "/rank1.rc");
+    if (both) break;
+    usleep(100000);
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  auto slurp = [&](const std::string& name) {
+    std::ifstream f(dir + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  ASSERT_TRUE(both) << "a rank still runs 20 s after its link was cut\nrank0: " << slurp("rank0.log")
+                    << "\nrank1: " << slurp("rank1.log");
+  for (int r = 0; r < 2; ++r) {
+    const std::string rc = slurp("rank" + std::to_string(r) + ".rc");
+    EXPECT_NE(rc, "0\n") << "rank " << r
+                         << " did not report the failure: " << slurp("rank" + std::to_string(r) + ".log");
+  }
+  // The rank still connected hears from the server why; the one cut off times out itself.
+  EXPECT_NE(slurp("rank0.log").find("no progress"), std::string::npos) << slurp("rank0.log");
+  std::printf("cut link: both ranks ended with errors %.1f s after the cut\n", took);
+  // The server is alive and freed the job.
+  out.clear();
+  EXPECT_EQ(Shell("test -n \"$(ip netns pids optcast-emu-s0)\"", &out), 0)
+      << "the server died: " << slurp("server.log");
+  EXPECT_NE(slurp("server.log").find("failed"), std::string::npos) << slurp("server.log");
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu down", &out), 0) << out;
+  EXPECT_EQ(EmuNamespaces(), "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
