@@ -41,6 +41,8 @@ std::vector<uint8_t> Encode(const wire::Message& m) {
     case wire::MsgType::kResult: return wire::EncodeResult(m.done);
     case wire::MsgType::kAck: return wire::EncodeAck(m.done);
     case wire::MsgType::kBye: return wire::EncodeBye();
+    case wire::MsgType::kChallenge: return wire::EncodeChallenge(m.challenge);
+    case wire::MsgType::kProof: return wire::EncodeProof(m.proof);
   }
   FUZZ_CHECK(false, "Decode accepted unknown type %u", static_cast<unsigned>(m.type));
   return {};
@@ -64,6 +66,8 @@ bool Same(const wire::Message& a, const wire::Message& b) {
     case wire::MsgType::kResult:
     case wire::MsgType::kAck: return a.done.coll_seq == b.done.coll_seq && SameRef(a.done.ref, b.done.ref);
     case wire::MsgType::kBye: return true;
+    case wire::MsgType::kChallenge: return a.challenge == b.challenge;
+    case wire::MsgType::kProof: return a.proof == b.proof;
   }
   return false;
 }

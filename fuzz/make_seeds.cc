@@ -167,6 +167,8 @@ int main(int argc, char** argv) {
   Write(dec, "result", wire::EncodeResult(done));
   Write(dec, "ack", wire::EncodeAck(done));
   Write(dec, "bye", wire::EncodeBye());
+  Write(dec, "challenge", wire::EncodeChallenge(wire::Nonce{1, 2, 3}));
+  Write(dec, "proof", wire::EncodeProof(wire::Mac{4, 5, 6}));
   Write(dec, "hello_wrong_version", WithVersion(hello, 2));
   Write(dec, "chunk_truncated", Truncate(chunk, 5));
 
