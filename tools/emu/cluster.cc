@@ -51,8 +51,8 @@ Status Step(const std::vector<std::string>& argv, bool verbose) {
 // line rate (at least a few full-size frames) so that timer slack does not eat into the rate;
 // the quantum is set explicitly because the default (rate / r2q) overflows and makes the kernel
 // warn. Both ends shaped = full duplex at `rate_bits` each way.
-Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, bool verbose) {
-  const uint64_t burst = std::max<uint64_t>(rate_bits / 8 / 1000, 16 * 1514);
+Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, int mtu, bool verbose) {
+  const uint64_t burst = std::max<uint64_t>(rate_bits / 8 / 1000, 16 * static_cast<uint64_t>(mtu + 14));
   const std::string rate = std::to_string(rate_bits) + "bit";
   OPTCAST_RETURN_IF_ERROR(Step(
       {Tc(), "-n", netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"}, verbose));
@@ -70,20 +70,23 @@ Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bit
               verbose);
 }
 
-Status AddHost(const Host& h, uint64_t rate_bits, bool verbose) {
+Status AddHost(const Host& h, uint64_t rate_bits, int mtu, bool verbose) {
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", h.netns}, verbose));
   // Created inside the switch namespace with its peer placed straight into the host namespace,
   // so no interface ever appears in the caller's namespace.
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", h.name, "type", "veth", "peer", "name",
                                 kHostIface, "netns", h.netns},
                                verbose));
+  const std::string mtu_text = std::to_string(mtu);
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "mtu", mtu_text}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "mtu", mtu_text}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "master", kBridge}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, verbose));
-  return Shape(h.netns, kHostIface, rate_bits, verbose);
+  OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, mtu, verbose));
+  return Shape(h.netns, kHostIface, rate_bits, mtu, verbose);
 }
 
 std::vector<pid_t> NamespacePids(const std::string& netns) {
@@ -232,7 +235,7 @@ Status Up(const ClusterSpec& spec, bool verbose) {
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", kSwitchNamespace}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", kBridge, "type", "bridge"}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", kBridge, "up"}, verbose));
-    for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec.rate_bits, verbose));
+    for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec.rate_bits, spec.mtu, verbose));
     return Status::Ok();
   }();
   if (!st.ok()) {

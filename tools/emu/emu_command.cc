@@ -29,6 +29,9 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
       ->capture_default_str()
       ->check(CLI::Range(0, emu::kMaxServers));
   cmd->add_option("--rate", f->rate, "Link rate per host and direction (e.g. 200mbit, 1gbit)")->capture_default_str();
+  cmd->add_option("--mtu", f->run.spec.mtu, "Link MTU in bytes (9000: jumbo frames, as training fabrics use)")
+      ->capture_default_str()
+      ->check(CLI::Range(576, 65000));
   cmd->add_flag("-v,--verbose", f->verbose, "Print every ip/tc command and process started");
 }
 

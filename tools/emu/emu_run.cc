@@ -310,11 +310,16 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                 const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
-  std::printf("\n# emulated cluster: %d workers, %d servers, %s per link and direction (%.2f MB/s)\n", s.workers,
-              s.servers, FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6);
+  std::printf("\n# emulated cluster: %d workers, %d servers, %s per link and direction (%.2f MB/s), MTU %d\n",
+              s.workers, s.servers, FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, s.mtu);
   std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
               b.ring_Bps / 1e6, ideal);
-  std::printf("# (TCP over Ethernet carries ~0.95 of the link rate as payload, so ~95%% of a bound is the ceiling)\n");
+  // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
+  // timestamps inside the MTU.
+  const double payload = static_cast<double>(s.mtu - 52) / static_cast<double>(s.mtu + 14);
+  std::printf(
+      "# (TCP over Ethernet at MTU %d carries %.3f of the link rate as payload: the ceiling for any %% below)\n", s.mtu,
+      payload);
   std::printf("#%9s", "size");
   for (const auto& a : algos) std::printf(" %10s %6s", (a + " MB/s").c_str(), "%bnd");
   const bool ratio = std::count(algos.begin(), algos.end(), "server") &&
@@ -590,6 +595,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"servers", o_.spec.servers},
                   {"rate", FormatRate(o_.spec.rate_bits)},
                   {"rate_bits", o_.spec.rate_bits},
+                  {"mtu", o_.spec.mtu},
                   {"rate_Bps", bounds_.rate_Bps},
                   {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
   j["dtype"] = "float32";
@@ -641,8 +647,8 @@ int Emulation::Run() {
   for (uint64_t b = o_.min_bytes; b <= o_.max_bytes; b *= o_.factor) sizes.push_back(b / 4 * 4);  // whole floats
   const int phases = static_cast<int>(sizes.size() * algos_.size());
 
-  std::printf("# optcast emu: %d workers, %d servers, %s links; logs in %s\n", o_.spec.workers, o_.spec.servers,
-              FormatRate(o_.spec.rate_bits).c_str(), workdir_.c_str());
+  std::printf("# optcast emu: %d workers, %d servers, %s links (MTU %d); logs in %s\n", o_.spec.workers,
+              o_.spec.servers, FormatRate(o_.spec.rate_bits).c_str(), o_.spec.mtu, workdir_.c_str());
   std::fflush(stdout);
   // The cluster shares the CPUs with whatever else runs here; say so when that is a lot, since
   // waiting for a CPU delays every hop of a pipelined collective.
