@@ -13,6 +13,7 @@ PACKAGES=(
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
   gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
+  libopenmpi-dev openmpi-bin                   # liboptcast-mpi.so and its tests under mpirun
 )
 
 missing=()

@@ -73,6 +73,11 @@ class Communicator {
   // Makes progress without blocking. When *done is set the request is released and the returned
   // status is the collective's result.
   virtual Status Test(Request* request, bool* done) = 0;
+  // Like Test, but waits up to max_wait for progress first: lets a caller that must also drive
+  // another library's progress (MPI) poll both without spinning.
+  virtual Status TestFor(Request* request, std::chrono::milliseconds max_wait, bool* done) {
+    return Test(request, done);
+  }
   // Blocks until the request completes (or fails, or times out) and releases it.
   virtual Status Wait(Request* request) = 0;
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -173,6 +174,16 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     *done = false;
     if (req == nullptr) return InvalidArgument("Test called with a null request");
     if (!req->done) Progress(0);
+    if (!req->done) return Status::Ok();
+    *done = true;
+    return Release(req);
+  }
+
+  Status TestFor(Request* req, std::chrono::milliseconds max_wait, bool* done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    *done = false;
+    if (req == nullptr) return InvalidArgument("TestFor called with a null request");
+    if (!req->done) Progress(static_cast<int>(std::min<int64_t>(max_wait.count(), 1000)));
     if (!req->done) return Status::Ok();
     *done = true;
     return Release(req);
