@@ -14,6 +14,8 @@ PACKAGES=(
   gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
   libopenmpi-dev openmpi-bin                   # liboptcast-mpi.so and its tests under mpirun
+  python3-torch libtorch-dev                   # the torch.distributed backend (Debian's /usr/bin/python3)
+  pybind11-dev python3-pybind11                # its Python binding
 )
 
 missing=()

@@ -8,32 +8,14 @@ collective must still be right (through MPI)."""
 import argparse
 import os
 import re
-import select
-import socket
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from local_servers import servers, start_server, stop  # noqa: E402
+
 TIMEOUT_S = 240
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(optcast):
-    # The server takes no port 0: pick a free one (the kernel does not hand it out again at once).
-    cmd = [optcast, "server", "--log-level", "warn", "--listen", f"127.0.0.1:{free_port()}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    ready, _, _ = select.select([proc.stdout], [], [], 20)
-    line = proc.stdout.readline() if ready else ""
-    m = re.search(r"listening on (\S+)", line)
-    if not m:
-        proc.kill()
-        sys.exit(f"the server did not report its address within 20 s (got {line!r})")
-    return proc, m.group(1)
 
 
 def mpirun(args, np, env_vars, outdir):
@@ -70,55 +52,46 @@ def main():
     ap.add_argument("--unreachable", action="store_true")
     args = ap.parse_args()
 
-    servers = []
-    try:
+    if args.unreachable:
+        # A port nothing listens on (a server's, after it stopped).
+        proc, addr = start_server(args.optcast)
+        stop(proc)
+        run_and_check(args, addr)
+    else:
+        with servers(args.optcast, args.servers) as addresses:
+            run_and_check(args, addresses)
+
+
+def run_and_check(args, addresses):
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, with_optcast = os.path.join(tmp, "mpi"), os.path.join(tmp, "optcast")
+        os.mkdir(plain)
+        os.mkdir(with_optcast)
+        out, _ = mpirun(args, args.np, {}, plain)
+        env = {"LD_PRELOAD": args.interposer, "OPTCAST_SERVERS": addresses, "OPTCAST_MPI_MIN_BYTES": "0",
+               "OPTCAST_MPI_STATS": "1", "OPTCAST_CONNECT_TIMEOUT_MS": "2000"}
+        out2, err2 = mpirun(args, args.np, env, with_optcast)
+        cmp = subprocess.run([args.check, "compare", plain, with_optcast], capture_output=True, text=True,
+                             timeout=TIMEOUT_S)
+        sys.stdout.write(cmp.stdout)
+        if cmp.returncode != 0:
+            sys.exit("results with liboptcast-mpi.so differ from MPI's")
+
+    expected = counters(out2, r"optcast-mpi-check: rank (\d+) expects: ")
+    seen = counters(err2, r"optcast-mpi: rank (\d+): ")
+    if sorted(expected) != list(range(args.np)) or sorted(seen) != list(range(args.np)):
+        sys.exit(f"missing counter lines: expected ranks {sorted(expected)}, interposer ranks {sorted(seen)}")
+    for rank in range(args.np):
+        want = expected[rank]
         if args.unreachable:
-            # A port nothing listens on (a server's, after it stopped).
-            proc, addr = start_server(args.optcast)
-            proc.terminate()
-            proc.wait(10)
-            addresses = [addr]
-        else:
-            for _ in range(args.servers):
-                servers.append(start_server(args.optcast))
-            addresses = [a for _, a in servers]
-        with tempfile.TemporaryDirectory() as tmp:
-            plain, with_optcast = os.path.join(tmp, "mpi"), os.path.join(tmp, "optcast")
-            os.mkdir(plain)
-            os.mkdir(with_optcast)
-            out, _ = mpirun(args, args.np, {}, plain)
-            env = {"LD_PRELOAD": args.interposer, "OPTCAST_SERVERS": ",".join(addresses),
-                   "OPTCAST_MPI_MIN_BYTES": "0", "OPTCAST_MPI_STATS": "1", "OPTCAST_CONNECT_TIMEOUT_MS": "2000"}
-            out2, err2 = mpirun(args, args.np, env, with_optcast)
-            cmp = subprocess.run([args.check, "compare", plain, with_optcast], capture_output=True, text=True,
-                                 timeout=TIMEOUT_S)
-            sys.stdout.write(cmp.stdout)
-            if cmp.returncode != 0:
-                sys.exit("results with liboptcast-mpi.so differ from MPI's")
-
-        expected = counters(out2, r"optcast-mpi-check: rank (\d+) expects: ")
-        seen = counters(err2, r"optcast-mpi: rank (\d+): ")
-        if sorted(expected) != list(range(args.np)) or sorted(seen) != list(range(args.np)):
-            sys.exit(f"missing counter lines: expected ranks {sorted(expected)}, interposer ranks {sorted(seen)}")
-        for rank in range(args.np):
-            want = expected[rank]
-            if args.unreachable:
-                want = [(k, "0", str(int(r) + int(p))) for k, r, p in want]
-            if seen[rank] != want:
-                sys.exit(f"rank {rank}: the interposer counted {seen[rank]}, the program expected {want}")
-        if sum(int(r) for k, r, p in seen[0]) == 0 and not args.unreachable:
-            sys.exit("nothing went through the servers")
-        if args.unreachable and "could not join the reduction servers" not in err2:
-            sys.exit("unreachable servers were not reported")
-        print(f"OK: {args.np} ranks, results identical, counters match")
-    finally:
-        for proc, _ in servers:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
+            want = [(k, "0", str(int(r) + int(p))) for k, r, p in want]
+        if seen[rank] != want:
+            sys.exit(f"rank {rank}: the interposer counted {seen[rank]}, the program expected {want}")
+    if sum(int(r) for k, r, p in seen[0]) == 0 and not args.unreachable:
+        sys.exit("nothing went through the servers")
+    if args.unreachable and "could not join the reduction servers" not in err2:
+        sys.exit("unreachable servers were not reported")
+    print(f"OK: {args.np} ranks, results identical, counters match")
 
 if __name__ == "__main__":
     main()
