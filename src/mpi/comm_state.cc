@@ -102,8 +102,9 @@ const Config& GetConfig() {
 
 CommState* GetCommState(MPI_Comm comm) {
   if (!GetConfig().enabled || comm == MPI_COMM_NULL) return nullptr;
-  if (g_keyval == MPI_KEYVAL_INVALID) {
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, DeleteState, &g_keyval, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, DeleteState, &g_keyval, nullptr);
   }
   void* value = nullptr;
   int found = 0;
