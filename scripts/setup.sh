@@ -13,7 +13,8 @@ PACKAGES=(
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
   gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
-  libopenmpi-dev openmpi-bin                   # liboptcast-mpi.so and its tests under mpirun
+  libopenmpi-dev openmpi-bin                   # the MPI interposer and its tests, for Open MPI
+  libmpich-dev mpich                           # ... and for MPICH (mpicc/mpirun stay Open MPI's)
   python3-torch libtorch-dev                   # the torch.distributed backend (Debian's /usr/bin/python3)
   pybind11-dev python3-pybind11                # its Python binding
 )

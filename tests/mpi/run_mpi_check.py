@@ -19,10 +19,15 @@ TIMEOUT_S = 240
 
 
 def mpirun(args, np, env_vars, outdir):
-    cmd = [args.mpiexec, "--allow-run-as-root", "--oversubscribe", "-np", str(np),
-           "--mca", "btl_vader_single_copy_mechanism", "none"]
-    for k, v in env_vars.items():
-        cmd += ["-x", f"{k}={v}"]
+    if args.flavor == "openmpi":
+        cmd = [args.mpiexec, "--allow-run-as-root", "--oversubscribe", "-np", str(np),
+               "--mca", "btl_vader_single_copy_mechanism", "none"]
+        for k, v in env_vars.items():
+            cmd += ["-x", f"{k}={v}"]
+    else:  # MPICH's hydra
+        cmd = [args.mpiexec, "-n", str(np)]
+        for k, v in env_vars.items():
+            cmd += ["-genv", k, v]
     cmd += [args.check, "run", outdir]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -43,6 +48,7 @@ def counters(text, pattern):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--flavor", choices=["openmpi", "mpich"], default="openmpi")
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--check", required=True, help="the optcast-mpi-check program")
     ap.add_argument("--interposer", required=True, help="liboptcast-mpi.so")
