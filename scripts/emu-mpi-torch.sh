@@ -38,7 +38,7 @@ exec ip netns exec "optcast-emu-w$(( ${host##*.} - 1 ))" /bin/sh -c "$*"
 AGENT
 chmod +x "$WORK/netns-rsh"
 for ((i = 0; i < W; i++)); do echo "10.99.0.$((i + 1)) slots=1"; done >"$WORK/hosts"
-MPIRUN=(ip netns exec optcast-emu-w0 mpirun --allow-run-as-root --hostfile "$WORK/hosts" -np "$W"
+MPIRUN=(ip netns exec optcast-emu-w0 mpirun.openmpi --allow-run-as-root --hostfile "$WORK/hosts" -np "$W"
         --mca plm_rsh_agent "$WORK/netns-rsh" --mca oob_tcp_if_include 10.99.0.0/24
         --mca btl tcp,self --mca btl_tcp_if_include 10.99.0.0/24)
 
