@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # In the emulated cluster (root): MPI_Allreduce at 64 MiB with and without liboptcast-mpi.so, and
 # DDP step times on the "optcast" and "gloo" torch backends, one rank per worker host.
-#   sudo scripts/emu-mpi-torch.sh            # WORKERS=4 SERVERS=4 RATE=500mbit by default
+#   sudo scripts/emu-mpi-torch.sh   # WORKERS=4 SERVERS=4 RATE=500mbit STEPS=10 WIDTH=1024 BATCH=32
+#                                   # PARTS=mpi,ddp (either or both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${OPTCAST_BUILD_DIR:-build}")
@@ -42,6 +43,8 @@ MPIRUN=(ip netns exec optcast-emu-w0 mpirun.openmpi --allow-run-as-root --hostfi
         --mca plm_rsh_agent "$WORK/netns-rsh" --mca oob_tcp_if_include 10.99.0.0/24
         --mca btl tcp,self --mca btl_tcp_if_include 10.99.0.0/24)
 
+PARTS=${PARTS:-mpi,ddp}
+if [[ $PARTS == *mpi* ]]; then
 echo "== MPI_Allreduce, $W worker hosts, $S server hosts, $RATE links: Open MPI alone"
 "${MPIRUN[@]}" "$BENCH" -b 64M -e 64M -n 3 -w 1 | tee "$WORK/mpi.txt"
 echo "== the same with liboptcast-mpi.so (OPTCAST_SERVERS=$SERVER_LIST)"
@@ -50,6 +53,8 @@ echo "== the same with liboptcast-mpi.so (OPTCAST_SERVERS=$SERVER_LIST)"
 awk '!/^#/ {t[FILENAME] = $3} END {
   printf "64 MiB MPI_Allreduce: Open MPI %.0f ms, with liboptcast-mpi.so %.0f ms: %.2fx faster\n",
          t[ARGV[1]] / 1000, t[ARGV[2]] / 1000, t[ARGV[1]] / t[ARGV[2]] }' "$WORK/mpi.txt" "$WORK/optcast.txt"
+fi
+[[ $PARTS == *ddp* ]] || exit 0
 
 echo "== DDP on optcast and gloo, one rank per worker host"
 mkdir -p "$WORK/ddp"
@@ -57,7 +62,7 @@ pids=()
 for ((r = 0; r < W; r++)); do
   ip netns exec "optcast-emu-w$r" env PYTHONPATH="$BUILD/python" OPTCAST_SERVERS="$SERVER_LIST" \
     GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 python/examples/ddp_compare.py --rank "$r" --np "$W" \
-    --store "$WORK/ddp" --steps "${STEPS:-10}" --width "${WIDTH:-1024}" >"$WORK/ddp$r.log" 2>&1 &
+    --store "$WORK/ddp" --steps "${STEPS:-10}" --width "${WIDTH:-1024}" --batch "${BATCH:-32}" >"$WORK/ddp$r.log" 2>&1 &
   pids+=($!)
 done
 status=0
