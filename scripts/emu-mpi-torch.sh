@@ -21,6 +21,11 @@ WORK=$(mktemp -d /tmp/optcast-emu-mpi-XXXXXX)
 "$OPTCAST" emu up --workers "$W" --servers "$S" --rate "$RATE"
 trap '"$OPTCAST" emu down >/dev/null; rm -rf "$WORK"' EXIT
 
+# The emulated hosts talk over a (virtual) network: servers and ranks share a fresh secret, in a
+# file only root can read, as a deployment would.
+(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$WORK/secret")
+export OPTCAST_SECRET_FILE=$WORK/secret
+
 servers=()
 for ((j = 0; j < S; j++)); do
   addr=10.99.0.$((101 + j)):8918
@@ -48,7 +53,7 @@ if [[ $PARTS == *mpi* ]]; then
 echo "== MPI_Allreduce, $W worker hosts, $S server hosts, $RATE links: Open MPI alone"
 "${MPIRUN[@]}" "$BENCH" -b 64M -e 64M -n 3 -w 1 | tee "$WORK/mpi.txt"
 echo "== the same with liboptcast-mpi.so (OPTCAST_SERVERS=$SERVER_LIST)"
-"${MPIRUN[@]}" -x LD_PRELOAD="$INTERPOSER" -x OPTCAST_SERVERS="$SERVER_LIST" -x OPTCAST_MPI_STATS=1 \
+"${MPIRUN[@]}" -x LD_PRELOAD="$INTERPOSER" -x OPTCAST_SERVERS="$SERVER_LIST" -x OPTCAST_MPI_STATS=1 -x OPTCAST_SECRET_FILE \
   "$BENCH" -b 64M -e 64M -n 3 -w 1 | tee "$WORK/optcast.txt"
 awk '!/^#/ {t[FILENAME] = $3} END {
   printf "64 MiB MPI_Allreduce: Open MPI %.0f ms, with liboptcast-mpi.so %.0f ms: %.2fx faster\n",
