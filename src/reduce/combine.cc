@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "reduce/half_inline.h"
+#include "reduce/simd_kernels.h"
 
 namespace optcast::reduce {
 namespace {
@@ -256,7 +257,9 @@ Status Reduce(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void*
       return InvalidArgument("reduction source " + std::to_string(s) + " is null");
     }
   }
-  SelectKernel(dtype, op)(srcs, nsrc, dst, count, divisor);
+  if (!detail::RunSimdKernel(dtype, op, srcs, nsrc, dst, count, divisor)) {
+    SelectKernel(dtype, op)(srcs, nsrc, dst, count, divisor);
+  }
   return Status::Ok();
 }
 

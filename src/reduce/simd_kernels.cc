@@ -1,0 +1,328 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+//
+// Highway compiles this file once per instruction set (foreach_target.h re-includes it) and
+// HWY_DYNAMIC_DISPATCH picks the best one the CPU has. Every kernel produces exactly the bits of
+// the portable kernel in combine.cc: sources are combined in order, 16-bit floats widen to
+// float32 and round once with round-to-nearest-even, and min/max are the plain comparisons
+// `a < b ? a : b` (not IEEE minNum), so NaNs land where the portable loop puts them.
+
+#include "reduce/simd_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+
+// SSSE3 would only add compile time: every x86-64 CPU that has it but not SSE4 is long retired.
+// The value is HWY_SSSE3, which is not defined before Highway's headers are included.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (1LL << 12)
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "reduce/simd_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace optcast::reduce::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Elements per block. A block is finished (every source folded, result stored) before the next
+// starts, so the float32 accumulator of a block with more than kSourcesPerPass sources stays in
+// L1 and dst may alias srcs[0].
+constexpr size_t kBlockElems = 2048;
+// Sources read per pass: a few streams for the prefetchers, no accumulator traffic for n <= 4.
+constexpr int kSourcesPerPass = 4;
+
+// ---- Codecs: how a stored element type loads into its accumulator lanes and stores back. ----
+
+template <typename T>
+struct PlainCodec {
+  using Storage = T;
+  using Acc = T;
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    return hn::LoadU(d, p);
+  }
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    hn::StoreU(v, d, p);
+  }
+};
+
+// Demotes 32-bit lanes holding values < 2^16 to 16 bits (the saturating pack is exact there).
+template <class DF>
+void StoreLow16(DF df, hn::Vec<hn::RebindToUnsigned<DF>> bits, uint16_t* p) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, p);
+}
+
+struct HalfCodec {
+  using Storage = uint16_t;
+  using Acc = float;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+  // F16C (vcvtph2ps / vcvtps2ph): round to nearest even, NaNs quieted with payload kept.
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+  }
+#else
+  // No conversion instructions: the branch-free bit manipulation of half_inline.h in lanes
+  // (Highway's own fallback truncates instead of rounding).
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> du16;
+    const auto h = hn::PromoteTo(du, hn::LoadU(du16, p));
+    const auto magnitude = hn::And(h, hn::Set(du, 0x7fffu));
+    const auto shifted = hn::ShiftLeft<13>(magnitude);
+    const auto exponent = hn::And(shifted, hn::Set(du, 0x0f800000u));
+    const auto zero_or_subnormal = hn::RebindMask(d, exponent == hn::Zero(du));
+    const auto inf_or_nan = hn::RebindMask(d, exponent == hn::Set(du, 0x0f800000u));
+    auto bits = hn::Add(shifted, hn::Set(du, (127u - 15u) << 23));
+    bits =
+        hn::Add(bits, hn::BitCast(du, hn::IfThenElseZero(inf_or_nan, hn::BitCast(d, hn::Set(du, (128u - 16u) << 23)))));
+    bits = hn::Add(bits, hn::BitCast(du, hn::IfThenElseZero(zero_or_subnormal, hn::BitCast(d, hn::Set(du, 1u << 23)))));
+    const auto offset = hn::IfThenElseZero(zero_or_subnormal, hn::BitCast(d, hn::Set(du, 0x38800000u)));
+    auto result = hn::BitCast(du, hn::Sub(hn::BitCast(d, bits), offset));
+    const auto is_nan = hn::RebindMask(d, hn::BitCast(di, magnitude) > hn::Set(di, 0x7c00));
+    result = hn::Or(result, hn::BitCast(du, hn::IfThenElseZero(is_nan, hn::BitCast(d, hn::Set(du, 0x00400000u)))));
+    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+    return hn::BitCast(d, hn::Or(result, sign));
+  }
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto bits = hn::BitCast(du, v);
+    const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
+    const auto umagnitude = hn::And(bits, hn::Set(du, 0x7fffffffu));
+    const auto magnitude = hn::BitCast(di, umagnitude);  // < 2^31: signed compares are exact
+    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(umagnitude), hn::Set(du, 0x3ffu)));
+    const auto odd = hn::And(hn::ShiftRight<13>(umagnitude), hn::Set(du, 1u));
+    const auto normal = hn::ShiftRight<13>(
+        hn::Add(hn::Sub(umagnitude, hn::Set(du, (127u - 15u) << 23)), hn::Add(hn::Set(du, 0xfffu), odd)));
+    const auto subnormal =
+        hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, umagnitude), hn::Set(d, 0.5f))), hn::Set(du, 0x3f000000u));
+    const auto tiny = hn::RebindMask(du, magnitude < hn::Set(di, 0x38800000));
+    const auto overflow = hn::RebindMask(du, magnitude > hn::Set(di, 0x47800000 - 1));
+    const auto is_nan = hn::RebindMask(du, magnitude > hn::Set(di, 0x7f800000));
+    const auto finite = hn::IfThenElse(tiny, subnormal, normal);
+    const auto result = hn::IfThenElse(is_nan, nan, hn::IfThenElse(overflow, hn::Set(du, 0x7c00u), finite));
+    StoreLow16(d, hn::Or(sign, result), p);
+  }
+#endif
+};
+
+struct BFloat16Codec {
+  using Storage = uint16_t;
+  using Acc = float;
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::Rebind<uint16_t, D> du16;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p))));
+  }
+  // Round to nearest even on the 16 dropped bits (Highway's DemoteTo truncates); NaNs quieted.
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto bits = hn::BitCast(du, v);
+    const auto high = hn::ShiftRight<16>(bits);
+    const auto rounded =
+        hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(high, hn::Set(du, 1u)))));
+    const auto magnitude = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
+    const auto is_nan = hn::RebindMask(du, magnitude > hn::Set(di, 0x7f800000));
+    StoreLow16(d, hn::IfThenElse(is_nan, hn::Or(high, hn::Set(du, 0x0040u)), rounded), p);
+  }
+};
+
+// ---- Operators: op(accumulated, next), in source order. ----
+
+struct SumOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    return hn::Add(acc, v);  // integer lanes wrap
+  }
+};
+struct ProdOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    return hn::Mul(acc, v);
+  }
+};
+// Float min/max are spelled as compare + select: the portable kernel's `acc < v ? acc : v`,
+// whatever a target's Min does with NaN. Integers have no NaN, so Min/Max are the same thing.
+struct MinOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    if constexpr (hwy::IsFloat<hn::TFromV<V>>()) {
+      return hn::IfThenElse(hn::Lt(acc, v), acc, v);
+    } else {
+      return hn::Min(acc, v);
+    }
+  }
+};
+struct MaxOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    if constexpr (hwy::IsFloat<hn::TFromV<V>>()) {
+      return hn::IfThenElse(hn::Gt(acc, v), acc, v);
+    } else {
+      return hn::Max(acc, v);
+    }
+  }
+};
+
+// ---- The kernel: blocks of passes over up to kSourcesPerPass sources. ----
+
+template <class Codec, class Op, bool kAverage>
+struct Kernel {
+  using S = typename Codec::Storage;
+  using A = typename Codec::Acc;
+
+  // One vector (or one lane, for tails) at element i of the block. The first pass starts from
+  // source 0, later ones from the accumulator; the last pass stores into dst, others into acc.
+  template <bool kFirst, bool kLast, int kSources, class D>
+  static HWY_INLINE void Step(D d, A* HWY_RESTRICT acc, const S* const* s, S* dst, A divisor, size_t i) {
+    auto v = Codec::Load(d, s[0] + i);
+    if constexpr (!kFirst) v = Op::Apply(hn::LoadU(d, acc + i), v);
+    if constexpr (kSources > 1) v = Op::Apply(v, Codec::Load(d, s[1] + i));
+    if constexpr (kSources > 2) v = Op::Apply(v, Codec::Load(d, s[2] + i));
+    if constexpr (kSources > 3) v = Op::Apply(v, Codec::Load(d, s[3] + i));
+    if constexpr (kLast) {
+      if constexpr (kAverage) v = hn::Div(v, hn::Set(d, divisor));
+      Codec::Store(d, v, dst + i);
+    } else {
+      hn::StoreU(v, d, acc + i);
+    }
+  }
+
+  template <bool kFirst, bool kLast, int kSources>
+  static void Fold(A* HWY_RESTRICT acc, const S* const* s, S* dst, A divisor, size_t len) {
+    const hn::ScalableTag<A> d;
+    const size_t lanes = hn::Lanes(d);
+    size_t i = 0;
+    for (; i + 2 * lanes <= len; i += 2 * lanes) {
+      Step<kFirst, kLast, kSources>(d, acc, s, dst, divisor, i);
+      Step<kFirst, kLast, kSources>(d, acc, s, dst, divisor, i + lanes);
+    }
+    for (; i + lanes <= len; i += lanes) Step<kFirst, kLast, kSources>(d, acc, s, dst, divisor, i);
+    const hn::CappedTag<A, 1> d1;
+    for (; i < len; ++i) Step<kFirst, kLast, kSources>(d1, acc, s, dst, divisor, i);
+  }
+
+  template <bool kFirst, bool kLast>
+  static void Pass(A* acc, const void* const* srcs, int sources, size_t offset, S* dst, A divisor, size_t len) {
+    const S* s[kSourcesPerPass];
+    for (int k = 0; k < sources; ++k) s[k] = static_cast<const S*>(srcs[k]) + offset;
+    switch (sources) {
+      case 1: return Fold<kFirst, kLast, 1>(acc, s, dst + offset, divisor, len);
+      case 2: return Fold<kFirst, kLast, 2>(acc, s, dst + offset, divisor, len);
+      case 3: return Fold<kFirst, kLast, 3>(acc, s, dst + offset, divisor, len);
+      default: return Fold<kFirst, kLast, 4>(acc, s, dst + offset, divisor, len);
+    }
+  }
+
+  static void Run(const void* const* srcs, int nsrc, void* untyped_dst, size_t count, int divisor) {
+    static_assert(kSourcesPerPass == 4);
+    S* dst = static_cast<S*>(untyped_dst);
+    const A typed_divisor = static_cast<A>(divisor);
+    if (nsrc <= kSourcesPerPass) {
+      for (size_t offset = 0; offset < count; offset += kBlockElems) {
+        const size_t len = std::min(kBlockElems, count - offset);
+        Pass<true, true>(nullptr, srcs, nsrc, offset, dst, typed_divisor, len);
+      }
+      return;
+    }
+    HWY_ALIGN A acc[kBlockElems];
+    for (size_t offset = 0; offset < count; offset += kBlockElems) {
+      const size_t len = std::min(kBlockElems, count - offset);
+      Pass<true, false>(acc, srcs, kSourcesPerPass, offset, dst, typed_divisor, len);
+      int s = kSourcesPerPass;
+      for (; nsrc - s > kSourcesPerPass; s += kSourcesPerPass) {
+        Pass<false, false>(acc, srcs + s, kSourcesPerPass, offset, dst, typed_divisor, len);
+      }
+      Pass<false, true>(acc, srcs + s, nsrc - s, offset, dst, typed_divisor, len);
+    }
+  }
+};
+
+template <class Codec>
+bool RunFloat(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
+  switch (op) {
+    case RedOp::kSum: Kernel<Codec, SumOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kProd: Kernel<Codec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kMin: Kernel<Codec, MinOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kMax: Kernel<Codec, MaxOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kAvg: Kernel<Codec, SumOp, true>::Run(srcs, nsrc, dst, count, divisor); return true;
+  }
+  return false;
+}
+
+// Integers: sum wraps in the lane type; prod only where every target has a lane multiply.
+template <typename T>
+bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
+  using Codec = PlainCodec<T>;
+  switch (op) {
+    case RedOp::kSum: Kernel<Codec, SumOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kMin: Kernel<Codec, MinOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kMax: Kernel<Codec, MaxOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kProd:
+      if constexpr (sizeof(T) == 4) {
+        Kernel<Codec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
+        return true;
+      }
+      return false;
+    case RedOp::kAvg: return false;
+  }
+  return false;
+}
+
+bool RunSimdKernel(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
+  switch (dtype) {
+    case DataType::kFloat32: return RunFloat<PlainCodec<float>>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kFloat16: return RunFloat<HalfCodec>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kBFloat16: return RunFloat<BFloat16Codec>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kFloat64: return RunFloat<PlainCodec<double>>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kInt8: return RunInt<int8_t>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kUInt8: return RunInt<uint8_t>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kInt32: return RunInt<int32_t>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kUInt32: return RunInt<uint32_t>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kInt64: return RunInt<int64_t>(op, srcs, nsrc, dst, count, divisor);
+    case DataType::kUInt64: return RunInt<uint64_t>(op, srcs, nsrc, dst, count, divisor);
+  }
+  return false;
+}
+
+const char* CurrentTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace optcast::reduce::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace optcast::reduce::detail {
+
+HWY_EXPORT(RunSimdKernel);
+HWY_EXPORT(CurrentTargetName);
+
+bool RunSimdKernel(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
+  return HWY_DYNAMIC_DISPATCH(RunSimdKernel)(dtype, op, srcs, nsrc, dst, count, divisor);
+}
+
+const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
+
+int64_t CompiledSimdTargets() { return HWY_TARGETS; }
+
+}  // namespace optcast::reduce::detail
+#endif  // HWY_ONCE

@@ -1,0 +1,27 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "optcast/types.h"
+
+namespace optcast::reduce::detail {
+
+// The Highway kernels behind Combine, compiled for several instruction sets (SSE4, AVX2,
+// AVX-512) and picked at run time for the CPU at hand. Same contract as Combine, arguments
+// already validated; `divisor` is what avg divides by.
+//
+// Returns false for the few type/op pairs that have no vector form on every target (8- and
+// 64-bit integer prod, integer avg, which divides 64-bit sums): the caller runs the portable
+// kernel for those.
+bool RunSimdKernel(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor);
+
+// Name of the instruction set RunSimdKernel uses on this CPU, e.g. "AVX2".
+const char* SimdTargetName();
+
+// Highway target bits (HWY_AVX2, ...) the kernels were compiled for; tests run each one the CPU
+// has.
+int64_t CompiledSimdTargets();
+
+}  // namespace optcast::reduce::detail
