@@ -31,10 +31,11 @@ case "$mode" in
     mode=thread
     sanitize="thread"
     build_dir=build-tsan
-    # Only the suites that run several threads in one process: e2e (servers on threads of the
-    # test process) and nccl (servers on threads, ranks and NCCL proxy threads calling the
-    # plugin concurrently). unit, reduce and ring are single-threaded (ring forks processes).
-    ctest_select=(-L '^(e2e|nccl)$')
+    # Only the suites that run several threads in one process: server (the reduction workers),
+    # e2e (servers on threads of the test process) and nccl (servers on threads, ranks and
+    # NCCL proxy threads calling the plugin concurrently). unit, reduce and ring are
+    # single-threaded (ring forks processes).
+    ctest_select=(-L '^(e2e|nccl|server)$')
     ;;
   *)
     echo "usage: $0 [address|thread] [ctest arguments...]" >&2

@@ -27,6 +27,7 @@ struct Flags {
   bool insecure = false;
   int shutdown_timeout_ms = 30000;
   std::string log_level = "info";
+  int reduce_threads = -1;
 };
 
 int Fail(int code, const Status& st) {
@@ -56,6 +57,7 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   OPTCAST_RETURN_IF_ERROR(ParseSize("--memory-limit", f.memory_limit, &opts->memory_limit));
   OPTCAST_RETURN_IF_ERROR(ParseSize("--job-memory-limit", f.job_memory_limit, &opts->job_memory_limit));
   opts->job_timeout = std::chrono::milliseconds(f.timeout_ms);
+  opts->reduce_threads = f.reduce_threads;
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
   return Status::Ok();
@@ -96,6 +98,10 @@ std::function<int()> AddServerCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")->capture_default_str();
+  cmd->add_option("--reduce-threads", flags->reduce_threads,
+                  "Threads reducing chunks beside the event loop (-1: usable cores minus one; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1024));
   return [flags] {
     Log().set_level(spdlog::level::from_str(flags->log_level));
     server::ServerOptions opts;

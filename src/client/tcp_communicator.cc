@@ -367,8 +367,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
         wire::Chunk chunk{ps.desc, ref};
-        transport::OutMessage msg = transport::MakeOutMessage(wire::EncodeChunk(chunk), src + src_elem * ps.req->esize,
-                                                              static_cast<uint64_t>(ref.count) * ps.req->esize);
+        transport::OutMessage msg;
+        wire::EncodeChunkTo(chunk,
+                            transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize,
+                                                       static_cast<uint64_t>(ref.count) * ps.req->esize));
         msg.tag = ps.req->seq;
         s.conn->Send(std::move(msg));
         ++s.inflight;

@@ -27,9 +27,12 @@ class BufferPool {
   void Trim();
   size_t cached_bytes() const;
   size_t outstanding_bytes() const;
+  // How many shared_ptr control blocks were ever allocated (the rest were recycled).
+  size_t control_blocks_allocated() const;
+
+  struct State;
 
  private:
-  struct State;
   std::shared_ptr<State> state_;
 };
 

@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <deque>
+#include <thread>
 #include <unordered_map>
 
 #include "auth/proof.h"
@@ -14,6 +16,7 @@
 #include "reduce/combine.h"
 #include "server/buffer_pool.h"
 #include "server/job.h"
+#include "server/reduce_workers.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
 #include "transport/tcp/socket.h"
@@ -60,6 +63,32 @@ struct JobIdHash {
   }
 };
 
+// Which reductions go to the workers: those of collectives with more than one chunk on this
+// server (a pipeline, where the loop keeps receiving while workers reduce) that read at least
+// this much (all ranks' contributions together). A collective of one chunk is latency-bound:
+// waking a worker would cost more than the reduction itself, so the loop reduces it.
+constexpr uint64_t kOffloadBytes = 64 * 1024;
+
+// Finished chunk slots kept for reuse (more are freed): enough for every chunk in flight of
+// many jobs.
+constexpr size_t kMaxFreeSlots = 4096;
+
+// Cores this process may run on (its affinity mask, which containers and taskset narrow).
+unsigned UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency();
+}
+
+// A chunk's reduction on a worker. It holds the job and the contributions, so they outlive a
+// job that fails meanwhile; the loop drops them when it takes the task back.
+struct ChunkReduction : ReduceTask {
+  std::shared_ptr<Job> job;
+  uint64_t coll_seq = 0;
+  SlotKey key{};
+  std::vector<std::shared_ptr<uint8_t>> keep;
+};
+
 uint32_t DefaultMaxConnections() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 65536;
@@ -98,7 +127,9 @@ class Server::Impl : public transport::MessageHandler {
     OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
-    Log().info("listening on {}:{}", opts_.listen.host, port_);
+    threads_wanted_ = opts_.reduce_threads >= 0 ? opts_.reduce_threads : ReduceWorkers::ThreadsForCores(UsableCores());
+    Log().info("listening on {}:{} ({} reduction thread{})", opts_.listen.host, port_, threads_wanted_,
+               threads_wanted_ == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
@@ -135,10 +166,18 @@ class Server::Impl : public transport::MessageHandler {
     s.limit_failures = limit_failures_.load();
     s.draining = draining_started_.load();
     s.auth_failures = auth_failures_.load();
+    s.reduce_threads = reduce_threads_.load();
     return s;
   }
 
   Status Run() {
+    // The workers start here, not in Start(): a process may fork between the two (tests do), and
+    // a fork should find no thread but the caller's.
+    if (threads_wanted_ > 0 && !workers_) {
+      workers_ = std::make_unique<ReduceWorkers>(threads_wanted_);
+      OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
+      reduce_threads_.store(static_cast<uint64_t>(threads_wanted_));
+    }
     std::vector<transport::Poller::Event> events;
     auto next_sweep = Clock::now();
     while (!stop_.load()) {
@@ -148,6 +187,8 @@ class Server::Impl : public transport::MessageHandler {
           AcceptAll();
         } else if (ev.tag == &waker_) {
           waker_.Drain();
+        } else if (workers_ && ev.tag == workers_.get()) {
+          CollectReductions();
         } else {
           auto* cs = static_cast<ConnState*>(ev.tag);
           if (cs->dead) continue;
@@ -178,6 +219,7 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   ~Impl() override {
+    workers_.reset();  // joins the workers while the tasks and buffers they use still exist
     for (auto& [cs, owned] : conns_) owned.reset();
     jobs_.clear();
   }
@@ -620,8 +662,9 @@ class Server::Impl : public transport::MessageHandler {
     auto sit = coll.slots.find(key);
     if (sit == coll.slots.end()) {
       OPTCAST_RETURN_IF_ERROR(ChargeState(job, SlotStateBytes(job->nranks), "chunk"));
-      sit = coll.slots.try_emplace(key).first;
+      sit = NewSlot(&coll.slots, key);
       Slot& slot = sit->second;
+      slot.arrived = 0;
       slot.ref = chunk.ref;
       slot.expected = d.coll == CollType::kAllGather ? 1 : job->nranks;
       slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : job->nranks);
@@ -696,35 +739,125 @@ class Server::Impl : public transport::MessageHandler {
         if (delivery->not_joined > 0) coll.ag_waiting.push_back(std::move(delivery));
       }
     } else {
-      std::vector<const void*> srcs(job->nranks);
-      for (uint32_t r = 0; r < job->nranks; ++r) srcs[r] = slot.contribs[r].get();
-      uint8_t* out = slot.contribs[0].get();
-      Status st = reduce::Combine(d.dtype, d.op, srcs.data(), static_cast<int>(job->nranks), out, slot.ref.count);
+      const bool pipelined = d.server_elems > slot.ref.count;
+      if (workers_ && pipelined && bytes * job->nranks >= kOffloadBytes) {
+        SubmitReduction(job, coll, slot);
+        return;
+      }
+      srcs_scratch_.resize(job->nranks);
+      for (uint32_t r = 0; r < job->nranks; ++r) srcs_scratch_[r] = slot.contribs[r].get();
+      Status st = reduce::Combine(d.dtype, d.op, srcs_scratch_.data(), static_cast<int>(job->nranks),
+                                  slot.contribs[0].get(), slot.ref.count);
       if (!st.ok()) {
         FailJob(job, Code::kInternal, "reduction failed: " + st.message());
         return;
       }
-      std::shared_ptr<uint8_t> result = slot.contribs[0];
-      const auto result_meta = wire::EncodeResult(done);
-      for (uint32_t r = 0; r < job->nranks; ++r) {
-        --job->open_chunks[r];
-        if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
-          OutMessage m = transport::MakeOutMessage(result_meta, result.get(), bytes);
-          m.keepalive = result;
-          SendTo(*job, r, std::move(m));
-        } else {
-          SendTo(*job, r, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+      SendReduced(job, cit, sit);
+      return;
+    }
+    FinishSlot(job, cit, sit);
+  }
+
+  // Hands a complete slot's reduction to a worker; the result lands in contribs[0], in place.
+  void SubmitReduction(const std::shared_ptr<Job>& job, const CollState& coll, const Slot& slot) {
+    ChunkReduction* task;
+    if (free_tasks_.empty()) {
+      all_tasks_.push_back(std::make_unique<ChunkReduction>());
+      task = all_tasks_.back().get();
+    } else {
+      task = free_tasks_.back();
+      free_tasks_.pop_back();
+    }
+    task->dtype = coll.desc.dtype;
+    task->op = coll.desc.op;
+    task->count = slot.ref.count;
+    task->job = job;
+    task->coll_seq = coll.desc.coll_seq;
+    task->key = SlotKey{slot.ref.segment, slot.ref.offset};
+    task->keep.assign(slot.contribs.begin(), slot.contribs.end());
+    task->srcs.resize(job->nranks);
+    for (uint32_t r = 0; r < job->nranks; ++r) task->srcs[r] = slot.contribs[r].get();
+    task->dst = slot.contribs[0].get();
+    workers_->Submit(task);
+  }
+
+  // Sends the results of reductions the workers finished. A job that failed meanwhile has
+  // forgotten the slot; its buffers are let go here, on the loop thread that owns the pool.
+  void CollectReductions() {
+    finished_scratch_.clear();
+    workers_->TakeFinished(&finished_scratch_);
+    for (ReduceTask* t : finished_scratch_) {
+      auto* task = static_cast<ChunkReduction*>(t);
+      const std::shared_ptr<Job> job = std::move(task->job);
+      if (!job->failed) {
+        auto cit = job->colls.find(task->coll_seq);
+        if (cit != job->colls.end()) {
+          auto sit = cit->second.slots.find(task->key);
+          if (sit != cit->second.slots.end()) {
+            if (task->status.ok()) {
+              job->last_progress = Clock::now();
+              SendReduced(job, cit, sit);
+            } else {
+              FailJob(job, Code::kInternal, "reduction failed: " + task->status.message());
+            }
+          }
         }
       }
+      task->keep.clear();
+      free_tasks_.push_back(task);
     }
+  }
+
+  // The reduced chunk is in contribs[0]: results to the ranks that receive it, acks to the rest.
+  void SendReduced(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
+                   std::map<SlotKey, Slot>::iterator sit) {
+    const wire::CollDesc& d = cit->second.desc;
+    Slot& slot = sit->second;
+    const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
+    const wire::ChunkDone done{d.coll_seq, slot.ref};
+    const std::shared_ptr<uint8_t>& result = slot.contribs[0];
+    for (uint32_t r = 0; r < job->nranks; ++r) {
+      --job->open_chunks[r];
+      OutMessage m;
+      if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
+        wire::EncodeDoneTo(wire::MsgType::kResult, done,
+                           transport::StartOutMessage(&m, wire::kDoneMetaBytes, result.get(), bytes));
+        m.keepalive = result;
+      } else {
+        wire::EncodeDoneTo(wire::MsgType::kAck, done, transport::StartOutMessage(&m, wire::kDoneMetaBytes, nullptr, 0));
+      }
+      SendTo(*job, r, std::move(m));
+    }
+    FinishSlot(job, cit, sit);
+  }
+
+  // A slot's data has gone out: forget it, and the collective once all its slots are done.
+  void FinishSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
+                  std::map<SlotKey, Slot>::iterator sit) {
+    CollState& coll = cit->second;
     ++chunks_reduced_;
-    coll.elems_done += slot.ref.count;
-    coll.slots.erase(sit);
+    coll.elems_done += sit->second.ref.count;
+    RecycleSlot(coll.slots.extract(sit));
     ReleaseState(*job, SlotStateBytes(job->nranks));
-    if (coll.elems_done >= d.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
+    if (coll.elems_done >= coll.desc.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
       job->colls.erase(cit);
       ReleaseState(*job, CollStateBytes(job->nranks));
     }
+  }
+
+  // Slots are map nodes: finished ones are kept (with their vectors' capacity) for the next
+  // chunks, so a steady stream of chunks allocates no slot memory.
+  std::map<SlotKey, Slot>::iterator NewSlot(std::map<SlotKey, Slot>* slots, const SlotKey& key) {
+    if (free_slots_.empty()) return slots->try_emplace(key).first;
+    auto node = std::move(free_slots_.back());
+    free_slots_.pop_back();
+    node.key() = key;
+    return slots->insert(std::move(node)).position;
+  }
+
+  void RecycleSlot(std::map<SlotKey, Slot>::node_type node) {
+    node.mapped().contribs.clear();  // lets go of the buffers now
+    if (free_slots_.size() < kMaxFreeSlots) free_slots_.push_back(std::move(node));
   }
 
   void SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank, const std::shared_ptr<AgDelivery>& delivery) {
@@ -873,6 +1006,14 @@ class Server::Impl : public transport::MessageHandler {
   bool drain_farewell_sent_ = false;
   Clock::time_point drain_deadline_{}, farewell_until_{};
   Clock::time_point accept_resume_at_{};
+  int threads_wanted_ = 0;
+  std::unique_ptr<ReduceWorkers> workers_;
+  std::vector<std::unique_ptr<ChunkReduction>> all_tasks_;
+  std::vector<ChunkReduction*> free_tasks_;
+  std::vector<ReduceTask*> finished_scratch_;
+  std::vector<const void*> srcs_scratch_;
+  std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
+  std::atomic<uint64_t> reduce_threads_{0};
 
   std::atomic<uint64_t> jobs_active_{0}, connections_{0}, jobs_failed_{0}, chunks_reduced_{0}, bytes_in_{0},
       bytes_out_{0}, buffers_outstanding_{0}, connections_refused_{0}, limit_failures_{0}, auth_failures_{0};

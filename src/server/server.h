@@ -32,6 +32,9 @@ struct ServerOptions {
   std::string secret;
   // Without a secret the server refuses to listen beyond loopback unless this is set.
   bool insecure = false;
+  // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
+  // 0: the event loop reduces every chunk itself.
+  int reduce_threads = -1;
 };
 
 struct ServerStats {
@@ -47,6 +50,7 @@ struct ServerStats {
   uint64_t limit_failures = 0;       // jobs ended by a memory or open-chunk limit
   uint64_t auth_failures = 0;        // hellos without a valid proof of the secret
   bool draining = false;             // shutting down: the listener is closed
+  uint64_t reduce_threads = 0;
 };
 
 // The reduction server: serves many jobs at once on one event loop. Thread-compatible: Run() on

@@ -23,9 +23,29 @@ inline constexpr uint32_t kMaxMetaBytes = 16 * 1024;
 
 class Connection;
 
+// Frame header + meta of one message. The per-chunk messages fit inline, so sending a chunk or a
+// result allocates nothing; larger ones (an error's text) spill to the heap.
+class FrameHead {
+ public:
+  static constexpr size_t kInlineBytes = 80;
+  uint8_t* Resize(size_t n) {
+    size_ = n;
+    if (n <= kInlineBytes) return inline_;
+    spill_.resize(n);
+    return spill_.data();
+  }
+  const uint8_t* data() const { return size_ <= kInlineBytes ? inline_ : spill_.data(); }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t inline_[kInlineBytes];
+  size_t size_ = 0;
+  std::vector<uint8_t> spill_;
+};
+
 // One message to send. `payload` must stay valid until `on_done` runs (or `keepalive` owns it).
 struct OutMessage {
-  std::vector<uint8_t> head;  // frame header + meta, built by MakeOutMessage
+  FrameHead head;  // frame header + meta, built by MakeOutMessage / StartOutMessage
   const uint8_t* payload = nullptr;
   uint64_t payload_len = 0;
   std::shared_ptr<const void> keepalive;
@@ -34,6 +54,9 @@ struct OutMessage {
 };
 
 OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len);
+// Writes the frame header of a message with `meta_len` bytes of meta into `m` and returns where
+// the caller encodes the meta (the allocation-free form of MakeOutMessage).
+uint8_t* StartOutMessage(OutMessage* m, size_t meta_len, const void* payload, uint64_t payload_len);
 
 // Receives messages from a connection. Called from the thread that drives the connection.
 class MessageHandler {

@@ -7,31 +7,41 @@ namespace optcast::wire {
 
 namespace {
 
-constexpr size_t kPrefix = 4;
 constexpr size_t kCollDescBytes = 8 + 4 + 8 + 8;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
+static_assert(kChunkMetaBytes == 4 + kCollDescBytes + kChunkRefBytes);
+static_assert(kDoneMetaBytes == 4 + 8 + kChunkRefBytes);
 constexpr size_t kMaxErrorText = 4096;
 
+// Appends to a vector of its own, or (hot path) fills a fixed-size buffer of the caller's.
 class Writer {
  public:
-  explicit Writer(MsgType type) {
+  explicit Writer(MsgType type, uint8_t* fixed = nullptr) : fixed_(fixed) {
     U16(kProtocolVersion);
     U16(static_cast<uint16_t>(type));
   }
-  void U8(uint8_t v) { buf_.push_back(v); }
+  void U8(uint8_t v) { Le(v, 1); }
   void U16(uint16_t v) { Le(v, 2); }
   void U32(uint32_t v) { Le(v, 4); }
   void U64(uint64_t v) { Le(v, 8); }
   void Bytes(const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
-    buf_.insert(buf_.end(), b, b + n);
+    buf_.insert(buf_.end(), b, b + n);  // variable-length fields never use a fixed buffer
   }
   std::vector<uint8_t> Take() { return std::move(buf_); }
 
  private:
   void Le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    for (int i = 0; i < n; ++i) {
+      const auto byte = static_cast<uint8_t>(v >> (8 * i));
+      if (fixed_ != nullptr) {
+        *fixed_++ = byte;
+      } else {
+        buf_.push_back(byte);
+      }
+    }
   }
+  uint8_t* fixed_;
   std::vector<uint8_t> buf_;
 };
 
@@ -126,6 +136,18 @@ std::vector<uint8_t> EncodeChunk(const Chunk& m) {
 
 std::vector<uint8_t> EncodeResult(const ChunkDone& m) { return EncodeDone(MsgType::kResult, m); }
 std::vector<uint8_t> EncodeAck(const ChunkDone& m) { return EncodeDone(MsgType::kAck, m); }
+
+void EncodeChunkTo(const Chunk& m, uint8_t* out) {
+  Writer w(MsgType::kChunk, out);
+  PutDesc(w, m.desc);
+  PutRef(w, m.ref);
+}
+
+void EncodeDoneTo(MsgType type, const ChunkDone& m, uint8_t* out) {
+  Writer w(type, out);
+  w.U64(m.coll_seq);
+  PutRef(w, m.ref);
+}
 std::vector<uint8_t> EncodeBye() { return Writer(MsgType::kBye).Take(); }
 
 std::vector<uint8_t> EncodeChallenge(const Nonce& nonce) {

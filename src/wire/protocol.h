@@ -113,6 +113,13 @@ std::vector<uint8_t> EncodeBye();
 std::vector<uint8_t> EncodeChallenge(const Nonce& nonce);
 std::vector<uint8_t> EncodeProof(const Mac& mac);
 
+// The per-chunk messages have fixed sizes; these write them into the caller's buffer so the data
+// path allocates nothing. `type` of EncodeDoneTo is kResult or kAck.
+inline constexpr size_t kChunkMetaBytes = 48;
+inline constexpr size_t kDoneMetaBytes = 28;
+void EncodeChunkTo(const Chunk& m, uint8_t* out);
+void EncodeDoneTo(MsgType type, const ChunkDone& m, uint8_t* out);
+
 // Decodes and validates one meta block: version, type, exact length, enum ranges.
 Status Decode(std::span<const uint8_t> meta, Message* out);
 

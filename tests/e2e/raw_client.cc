@@ -43,7 +43,8 @@ bool SendRaw(int fd, const std::vector<uint8_t>& bytes) {
 
 // Header (magic, meta_len, payload_len) + meta.
 std::vector<uint8_t> Frame(const std::vector<uint8_t>& meta, uint64_t payload_len) {
-  return transport::MakeOutMessage(meta, nullptr, payload_len).head;
+  const transport::OutMessage m = transport::MakeOutMessage(meta, nullptr, payload_len);
+  return std::vector<uint8_t>(m.head.data(), m.head.data() + m.head.size());
 }
 
 std::vector<uint8_t> Concat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {

@@ -34,15 +34,20 @@ uint64_t GetU64(const uint8_t* p) {
 
 }  // namespace
 
+uint8_t* StartOutMessage(OutMessage* m, size_t meta_len, const void* payload, uint64_t payload_len) {
+  uint8_t* head = m->head.Resize(kFrameHeaderSize + meta_len);
+  PutU32(head, kFrameMagic);
+  PutU32(head + 4, static_cast<uint32_t>(meta_len));
+  PutU64(head + 8, payload_len);
+  m->payload = static_cast<const uint8_t*>(payload);
+  m->payload_len = payload_len;
+  return head + kFrameHeaderSize;
+}
+
 OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len) {
   OutMessage m;
-  m.head.resize(kFrameHeaderSize + meta.size());
-  PutU32(m.head.data(), kFrameMagic);
-  PutU32(m.head.data() + 4, static_cast<uint32_t>(meta.size()));
-  PutU64(m.head.data() + 8, payload_len);
-  if (!meta.empty()) std::memcpy(m.head.data() + kFrameHeaderSize, meta.data(), meta.size());
-  m.payload = static_cast<const uint8_t*>(payload);
-  m.payload_len = payload_len;
+  uint8_t* dst = StartOutMessage(&m, meta.size(), payload, payload_len);
+  if (!meta.empty()) std::memcpy(dst, meta.data(), meta.size());
   return m;
 }
 

@@ -1,0 +1,65 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "server/reduce_workers.h"
+
+#include <algorithm>
+
+#include "reduce/combine.h"
+
+namespace optcast::server {
+
+int ReduceWorkers::ThreadsForCores(unsigned cores) {
+  // hardware_concurrency() may say 0 (unknown): then one worker.
+  return static_cast<int>(std::clamp<unsigned>(cores, 2, 65) - 1);
+}
+
+ReduceWorkers::ReduceWorkers(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+ReduceWorkers::~ReduceWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ReduceWorkers::Submit(ReduceTask* task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back(task);
+  }
+  work_cv_.notify_one();
+}
+
+void ReduceWorkers::TakeFinished(std::vector<ReduceTask*>* out) {
+  waker_.Drain();
+  std::lock_guard<std::mutex> lock(mu_);
+  out->insert(out->end(), finished_.begin(), finished_.end());
+  finished_.clear();
+}
+
+void ReduceWorkers::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stopping_ || queued_head_ < queued_.size(); });
+    if (queued_head_ == queued_.size()) return;  // stopping, nothing left
+    // Oldest first, so the chunks of a collective come back roughly in the order they arrived.
+    ReduceTask* task = queued_[queued_head_++];
+    if (queued_head_ == queued_.size()) {
+      queued_.clear();
+      queued_head_ = 0;
+    }
+    lock.unlock();
+    task->status = reduce::Combine(task->dtype, task->op, task->srcs.data(), static_cast<int>(task->srcs.size()),
+                                   task->dst, task->count);
+    lock.lock();
+    // One wake-up per batch: the loop takes every finished task when it reads the eventfd.
+    const bool was_empty = finished_.empty();
+    finished_.push_back(task);
+    if (was_empty) waker_.Wake();
+  }
+}
+
+}  // namespace optcast::server

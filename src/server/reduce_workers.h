@@ -1,0 +1,64 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "optcast/status.h"
+#include "optcast/types.h"
+#include "transport/tcp/poller.h"
+
+namespace optcast::server {
+
+// One reduction handed from the event loop to a worker. The loop fills the inputs and keeps
+// everything they point to alive until the task comes back; a worker touches only the inputs
+// and `status`. The server derives from it to carry its own bookkeeping, which workers never
+// read, so a task costs no allocation once the loop has recycled a few.
+struct ReduceTask {
+  virtual ~ReduceTask() = default;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  std::vector<const void*> srcs;  // in rank order
+  void* dst = nullptr;            // may be srcs[0]
+  size_t count = 0;
+  Status status;  // set by the worker
+};
+
+// Threads that run ReduceTasks for one event loop. Submit and TakeFinished are called from the
+// loop thread only; the loop polls wake_fd() and collects finished tasks when it is readable.
+class ReduceWorkers {
+ public:
+  // Worker threads for a machine with `cores` cores: one core stays with the event loop (and
+  // the kernel's network stack), the rest reduce.
+  static int ThreadsForCores(unsigned cores);
+
+  explicit ReduceWorkers(int threads);
+  ~ReduceWorkers();  // finishes queued tasks, joins the threads
+  ReduceWorkers(const ReduceWorkers&) = delete;
+  ReduceWorkers& operator=(const ReduceWorkers&) = delete;
+
+  int threads() const { return static_cast<int>(threads_.size()); }
+  int wake_fd() const { return waker_.fd(); }
+
+  // Queues a task (threads() must be > 0).
+  void Submit(ReduceTask* task);
+  // Appends the finished tasks, in no particular order, to *out; clears the wake-up.
+  void TakeFinished(std::vector<ReduceTask*>* out);
+
+ private:
+  void WorkerLoop();
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::vector<ReduceTask*> queued_;  // FIFO from queued_head_; storage reused once drained
+  size_t queued_head_ = 0;
+  std::vector<ReduceTask*> finished_;
+  bool stopping_ = false;
+  transport::Waker waker_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace optcast::server
