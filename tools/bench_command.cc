@@ -95,6 +95,7 @@ int RunBench(BenchOptions opts) {
       std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
       return 1;
     }
+    opts.server_pids.assign(cluster.server_pids().begin(), cluster.server_pids().end());
   }
   transport::tcp::Socket listener;
   uint16_t port = 0;

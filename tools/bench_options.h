@@ -35,6 +35,8 @@ struct BenchOptions {
   size_t chunk_bytes = 0;
   std::string json_path;
   bool quiet = false;  // no table (the demo prints its own)
+  // Local mode: the server processes, whose CPU time rank 0 reads from /proc.
+  std::vector<int> server_pids;
 };
 
 struct BenchRow {
@@ -45,6 +47,10 @@ struct BenchRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   uint64_t wrong = 0;
+  // CPU time per AllReduce, in seconds: all servers together (negative: not measured) and all
+  // ranks together.
+  double server_cpu_s = -1;
+  double client_cpu_s = 0;
 };
 
 }  // namespace optcast::tools

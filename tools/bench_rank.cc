@@ -14,6 +14,7 @@
 #include "optcast/communicator.h"
 #include "ring/ring_allreduce.h"
 #include "tools/bench_check.h"
+#include "tools/cpu_time.h"
 
 namespace optcast::tools {
 
@@ -53,9 +54,13 @@ class RingAlgo : public Algo {
 void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers) {
   std::printf("# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
               algo == "server" ? fmt::format("servers: {}", nservers).c_str() : "(peer-to-peer ring)");
-  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
-              "#wrong");
-  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+  // After the nccl-tests columns, the CPU cost: bytes the servers aggregated (every rank's
+  // input) per server CPU-second, the ranks' CPU per byte of input, and the CPU-seconds of
+  // servers and ranks together per AllReduce.
+  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s %9s %8s %9s\n", "size", "count", "type", "redop", "time", "algbw",
+              "busbw", "#wrong", "srv_agg", "cli_cpu", "cpu");
+  std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s %9s %8s %9s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+              "(GB/s)", "", "(GB/cpus)", "(ns/B)", "(ms/op)");
   std::fflush(stdout);
 }
 
@@ -116,11 +121,18 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
       }
       if (Status st = rv.Barrier(); !st.ok()) return report(st);
+      const bool servers_measured = rank == 0 && name == "server" && !opts.server_pids.empty();
+      const double server_cpu0 = servers_measured ? ProcessesCpuSeconds(opts.server_pids) : 0;
+      const double my_cpu0 = SelfCpuSeconds();
       const auto t0 = Clock::now();
       for (int i = 0; i < opts.iters; ++i) {
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
       }
       const double my_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts.iters;
+      const double my_cpu = (SelfCpuSeconds() - my_cpu0) / opts.iters;
+      // Every rank has its results, so the servers are done with this step.
+      const double server_cpu =
+          servers_measured ? (ProcessesCpuSeconds(opts.server_pids) - server_cpu0) / opts.iters : -1;
       uint64_t wrong = 0;
       if (opts.check) {
         std::memset(recv.data(), 0xa5, count * esize);
@@ -128,26 +140,34 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
         wrong = CountWrong(opts.dtype, opts.op, nranks, recv.data(), count);
       }
       std::vector<std::string> all;
-      if (Status st = rv.AllGather(fmt::format("{} {}", my_us, wrong), &all); !st.ok()) return report(st);
+      if (Status st = rv.AllGather(fmt::format("{} {} {}", my_us, wrong, my_cpu), &all); !st.ok()) return report(st);
       if (rank == 0) {
         BenchRow row;
         row.algo = name;
         row.bytes = count * esize;
         row.count = count;
         for (const auto& s : all) {
-          double us = 0;
+          double us = 0, cpu = 0;
           unsigned long long w = 0;
-          std::sscanf(s.c_str(), "%lf %llu", &us, &w);
+          std::sscanf(s.c_str(), "%lf %llu %lf", &us, &w, &cpu);
           row.time_us = std::max(row.time_us, us);  // the slowest rank sets the pace
           row.wrong += w;
+          row.client_cpu_s += cpu;
         }
+        row.server_cpu_s = server_cpu;
         row.algbw_gbps = row.bytes / row.time_us / 1e3;
         row.busbw_gbps = row.algbw_gbps * bus_factor;
         rows.push_back(row);
         if (!opts.quiet) {
-          std::printf("%12llu %12llu %8s %6s %10.2f %8.3f %8.3f %7llu\n", static_cast<unsigned long long>(row.bytes),
-                      static_cast<unsigned long long>(row.count), DataTypeName(opts.dtype), RedOpName(opts.op),
-                      row.time_us, row.algbw_gbps, row.busbw_gbps, static_cast<unsigned long long>(row.wrong));
+          const double input_bytes = static_cast<double>(row.bytes) * nranks;
+          const std::string server_rate =
+              row.server_cpu_s > 0 ? fmt::format("{:.3f}", input_bytes / row.server_cpu_s / 1e9) : "-";
+          const double total_cpu = row.client_cpu_s + std::max(0.0, row.server_cpu_s);
+          std::printf("%12llu %12llu %8s %6s %10.2f %8.3f %8.3f %7llu %9s %8.3f %9.3f\n",
+                      static_cast<unsigned long long>(row.bytes), static_cast<unsigned long long>(row.count),
+                      DataTypeName(opts.dtype), RedOpName(opts.op), row.time_us, row.algbw_gbps, row.busbw_gbps,
+                      static_cast<unsigned long long>(row.wrong), server_rate.c_str(),
+                      row.client_cpu_s / input_bytes * 1e9, total_cpu * 1e3);
           std::fflush(stdout);
         }
       }
@@ -174,7 +194,9 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
                                 {"time_us", r.time_us},
                                 {"algbw_gbps", r.algbw_gbps},
                                 {"busbw_gbps", r.busbw_gbps},
-                                {"wrong", r.wrong}});
+                                {"wrong", r.wrong},
+                                {"server_cpu_s", r.server_cpu_s},
+                                {"client_cpu_s", r.client_cpu_s}});
       }
       std::ofstream(opts.json_path) << j.dump(2) << "\n";
     }

@@ -24,6 +24,7 @@ class LocalCluster {
   Status RunRanks(int nranks, const std::function<int(int rank)>& body, std::chrono::seconds limit);
   // Peak resident set size of each server process so far (from /proc), in bytes.
   std::vector<uint64_t> ServerPeakRss() const;
+  const std::vector<pid_t>& server_pids() const { return servers_; }
   void StopServers();
 
  private:
