@@ -169,7 +169,7 @@ Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
 }
 
 void Connection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
-  std::deque<OutMessage> kept;
+  OutQueue kept;
   bool first = true;
   for (OutMessage& m : out_) {
     const bool started = first && out_offset_ > 0;

@@ -1,10 +1,10 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-#include <deque>
 #include <string>
 
 #include "transport/message.h"
+#include "transport/tcp/out_queue.h"
 #include "transport/tcp/socket.h"
 
 namespace optcast::transport {
@@ -65,7 +65,7 @@ class Connection {
   uint8_t* payload_dst_ = nullptr;
 
   // Send side.
-  std::deque<OutMessage> out_;
+  OutQueue out_;
   size_t out_offset_ = 0;  // bytes of out_.front() already written (head then payload)
 };
 
