@@ -58,6 +58,25 @@ void StoreLow16(DF df, hn::Vec<hn::RebindToUnsigned<DF>> bits, uint16_t* p) {
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, p);
 }
 
+// 8-bit lanes have no multiply: products are formed in 16-bit lanes and the low byte kept, which
+// is the wrapped product for int8 and uint8 alike (two's complement).
+struct ByteProductCodec {
+  using Storage = uint8_t;
+  using Acc = uint16_t;
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    const hn::Rebind<uint8_t, D> d8;
+    return hn::PromoteTo(d, hn::LoadU(d8, p));
+  }
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint8_t, D> d8;
+    // Values < 256 after the mask: the saturating pack is exact.
+    hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, hn::And(v, hn::Set(d, 0xff)))), d8, p);
+  }
+};
+
 struct HalfCodec {
   using Storage = uint16_t;
   using Acc = float;
@@ -269,7 +288,8 @@ bool RunFloat(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t cou
   return false;
 }
 
-// Integers: sum wraps in the lane type; prod only where every target has a lane multiply.
+// Integers: sum wraps in the lane type; prod where every target has a lane multiply (8-bit
+// through 16-bit lanes; 64-bit has none).
 template <typename T>
 bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
   using Codec = PlainCodec<T>;
@@ -280,6 +300,9 @@ bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count
     case RedOp::kProd:
       if constexpr (sizeof(T) == 4) {
         Kernel<Codec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
+        return true;
+      } else if constexpr (sizeof(T) == 1) {
+        Kernel<ByteProductCodec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
         return true;
       }
       return false;

@@ -210,6 +210,24 @@ TEST_P(SimdTargetTest, EveryTypeAndOpMatchesSequentialReference) {
   }
 }
 
+// Which pairs have a vector kernel: all but 64-bit integer prod and integer avg, which fall back
+// to the portable loop.
+TEST_P(SimdTargetTest, VectorKernelsCoverEveryPairButWideIntegerProdAndIntegerAvg) {
+  TargetScope scope(GetParam());
+  std::vector<uint8_t> a(64, 1), b(64, 2), out(64);
+  const void* srcs[2] = {a.data(), b.data()};
+  for (const DataType dtype : kAllTypes) {
+    for (const RedOp op : kAllOps) {
+      const bool integer = dtype != DataType::kFloat32 && dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 &&
+                           dtype != DataType::kFloat64;
+      const bool portable = integer && (op == RedOp::kAvg || (op == RedOp::kProd && DataTypeSize(dtype) == 8));
+      const size_t count = out.size() / DataTypeSize(dtype);
+      EXPECT_EQ(detail::RunSimdKernel(dtype, op, srcs, 2, out.data(), count, 2), !portable)
+          << DataTypeName(dtype) << " " << RedOpName(op);
+    }
+  }
+}
+
 // Every float16/bfloat16 pattern through one widen + round: finite values come back unchanged,
 // NaNs come back as NaNs with the quiet bit set and the sign kept.
 TEST_P(SimdTargetTest, SixteenBitRoundTripOfEveryPattern) {
