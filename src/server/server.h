@@ -53,8 +53,9 @@ struct ServerStats {
   uint64_t reduce_threads = 0;
 };
 
-// The reduction server: serves many jobs at once on one event loop. Thread-compatible: Run() on
-// one thread, Stop() and stats() from any.
+// The reduction server: serves many jobs at once on one event loop, which owns every job,
+// connection and buffer; Run() starts the reduction workers, which only read and write chunk
+// buffers the loop hands them. Thread-compatible: Run() on one thread, Stop() and stats() from any.
 class Server {
  public:
   explicit Server(ServerOptions options);
