@@ -12,8 +12,13 @@ int ReduceWorkers::ThreadsForCores(unsigned cores) {
   return static_cast<int>(std::clamp<unsigned>(cores, 2, 65) - 1);
 }
 
-ReduceWorkers::ReduceWorkers(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+ReduceWorkers::ReduceWorkers(int threads, bool start_now) : thread_count_(threads) {
+  if (start_now) Start();
+}
+
+void ReduceWorkers::Start() {
+  if (!threads_.empty()) return;
+  for (int i = 0; i < thread_count_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
 }
 
 ReduceWorkers::~ReduceWorkers() {

@@ -35,12 +35,15 @@ class ReduceWorkers {
   // the kernel's network stack), the rest reduce.
   static int ThreadsForCores(unsigned cores);
 
-  explicit ReduceWorkers(int threads);
+  // Opens the wake-up descriptor; the threads start now or, with start_now false, at Start()
+  // (a process that forks in between, as tests do, should fork with no thread but its own).
+  explicit ReduceWorkers(int threads, bool start_now = true);
   ~ReduceWorkers();  // finishes queued tasks, joins the threads
+  void Start();      // idempotent
   ReduceWorkers(const ReduceWorkers&) = delete;
   ReduceWorkers& operator=(const ReduceWorkers&) = delete;
 
-  int threads() const { return static_cast<int>(threads_.size()); }
+  int threads() const { return thread_count_; }
   int wake_fd() const { return waker_.fd(); }
 
   // Queues a task (threads() must be > 0).
@@ -58,6 +61,7 @@ class ReduceWorkers {
   std::vector<ReduceTask*> finished_;
   bool stopping_ = false;
   transport::Waker waker_;
+  int thread_count_;
   std::vector<std::thread> threads_;
 };
 

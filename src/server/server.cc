@@ -127,9 +127,15 @@ class Server::Impl : public transport::MessageHandler {
     OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
-    threads_wanted_ = opts_.reduce_threads >= 0 ? opts_.reduce_threads : ReduceWorkers::ThreadsForCores(UsableCores());
-    Log().info("listening on {}:{} ({} reduction thread{})", opts_.listen.host, port_, threads_wanted_,
-               threads_wanted_ == 1 ? "" : "s");
+    const int threads =
+        opts_.reduce_threads >= 0 ? opts_.reduce_threads : ReduceWorkers::ThreadsForCores(UsableCores());
+    if (threads > 0) {
+      // Descriptors now (a server's idle descriptor count is fixed once it listens), threads in Run().
+      workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
+      OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
+    }
+    Log().info("listening on {}:{} ({} reduction thread{})", opts_.listen.host, port_, threads,
+               threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
@@ -171,12 +177,11 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   Status Run() {
-    // The workers start here, not in Start(): a process may fork between the two (tests do), and
-    // a fork should find no thread but the caller's.
-    if (threads_wanted_ > 0 && !workers_) {
-      workers_ = std::make_unique<ReduceWorkers>(threads_wanted_);
-      OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
-      reduce_threads_.store(static_cast<uint64_t>(threads_wanted_));
+    // The worker threads start here, not in Start(): a process may fork between the two (tests
+    // do), and a fork should find no thread but the caller's.
+    if (workers_) {
+      workers_->Start();
+      reduce_threads_.store(static_cast<uint64_t>(workers_->threads()));
     }
     std::vector<transport::Poller::Event> events;
     auto next_sweep = Clock::now();
@@ -1006,7 +1011,6 @@ class Server::Impl : public transport::MessageHandler {
   bool drain_farewell_sent_ = false;
   Clock::time_point drain_deadline_{}, farewell_until_{};
   Clock::time_point accept_resume_at_{};
-  int threads_wanted_ = 0;
   std::unique_ptr<ReduceWorkers> workers_;
   std::vector<std::unique_ptr<ChunkReduction>> all_tasks_;
   std::vector<ChunkReduction*> free_tasks_;
