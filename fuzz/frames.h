@@ -18,7 +18,7 @@ namespace optcast::fuzz {
 // A whole frame: header, meta, payload.
 inline std::vector<uint8_t> Frame(std::span<const uint8_t> meta, std::span<const uint8_t> payload = {}) {
   transport::OutMessage m = transport::MakeOutMessage(meta, payload.data(), payload.size());
-  std::vector<uint8_t> out = std::move(m.head);
+  std::vector<uint8_t> out(m.head.data(), m.head.data() + m.head.size());
   out.insert(out.end(), payload.begin(), payload.end());
   return out;
 }
