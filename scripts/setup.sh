@@ -8,6 +8,8 @@ PACKAGES=(
   libcli11-dev                                 # command line of the optcast tool
   libfmt-dev libspdlog-dev                     # formatting and logging
   nlohmann-json3-dev                           # JSON results
+  libyaml-cpp-dev                              # server configuration files
+  libcpp-httplib-dev                           # Prometheus metrics endpoint
   libhwy-dev                                   # SIMD reduction kernels
   libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)

@@ -162,6 +162,10 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("--timeout-ms", opts->timeout_ms, "Give up on a stuck collective after this long")
       ->capture_default_str();
   cmd->add_option("--json", opts->json_path, "Also write the results as JSON to this file");
+  cmd->add_option("--plot", opts->plot_path, "Also draw algbw and busbw against size as a PNG (needs gnuplot)");
+  cmd->add_option("--progress", opts->progress, "Show progress on stderr: on, off, auto (when it is a terminal)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off", "auto"}));
   return [=] {
     BenchOptions o = *opts;
     auto lo = ParseByteSize((*sizes)[0]);

@@ -34,6 +34,9 @@ struct BenchOptions {
   int timeout_ms = 30000;
   size_t chunk_bytes = 0;
   std::string json_path;
+  std::string plot_path;
+  // Progress on stderr: on, off, or auto (on when stderr is a terminal).
+  std::string progress = "auto";
   bool quiet = false;  // no table (the demo prints its own)
   // Local mode: the server processes, whose CPU time rank 0 reads from /proc.
   std::vector<int> server_pids;

@@ -2,6 +2,7 @@
 #include "tools/bench_rank.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,8 @@
 #include "optcast/communicator.h"
 #include "ring/ring_allreduce.h"
 #include "tools/bench_check.h"
+#include "tools/bench_plot.h"
+#include "tools/bench_progress.h"
 #include "tools/cpu_time.h"
 
 namespace optcast::tools {
@@ -111,14 +114,26 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   std::vector<uint8_t> recv(max_count * esize);
   FillBenchInput(opts.dtype, opts.op, rank, send.data(), max_count);
 
+  std::vector<uint64_t> sizes;
+  for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
+    sizes.push_back(std::max<uint64_t>(1, bytes / esize) * esize);
+    if (opts.factor < 2) break;
+  }
+  const bool show_progress =
+      rank == 0 && (opts.progress == "on" || (opts.progress == "auto" && ::isatty(STDERR_FILENO)));
+  BenchProgress progress(show_progress, ::isatty(STDERR_FILENO), opts.algos, sizes,
+                         opts.warmup + opts.iters + (opts.check ? 1 : 0));
+
   std::vector<BenchRow> rows;
   const double bus_factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
   for (auto& [name, algo] : algos) {
     if (rank == 0 && !opts.quiet) PrintHeader(opts, name, nranks, servers.size());
     for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
       const uint64_t count = std::max<uint64_t>(1, bytes / esize);
+      progress.StartSize(name, count * esize);
       for (int i = 0; i < opts.warmup; ++i) {
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+        progress.Round(i + 1);
       }
       if (Status st = rv.Barrier(); !st.ok()) return report(st);
       const bool servers_measured = rank == 0 && name == "server" && !opts.server_pids.empty();
@@ -127,6 +142,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       const auto t0 = Clock::now();
       for (int i = 0; i < opts.iters; ++i) {
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+        progress.Round(opts.warmup + i + 1);
       }
       const double my_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts.iters;
       const double my_cpu = (SelfCpuSeconds() - my_cpu0) / opts.iters;
@@ -141,6 +157,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       }
       std::vector<std::string> all;
       if (Status st = rv.AllGather(fmt::format("{} {} {}", my_us, wrong, my_cpu), &all); !st.ok()) return report(st);
+      progress.FinishSize();
       if (rank == 0) {
         BenchRow row;
         row.algo = name;
@@ -174,6 +191,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       if (opts.factor < 2) break;
     }
   }
+  progress.Finish();
   if (rank == 0) {
     uint64_t total_wrong = 0;
     for (const auto& r : rows) total_wrong += r.wrong;
@@ -198,7 +216,21 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
                                 {"server_cpu_s", r.server_cpu_s},
                                 {"client_cpu_s", r.client_cpu_s}});
       }
-      std::ofstream(opts.json_path) << j.dump(2) << "\n";
+      std::ofstream out(opts.json_path);
+      out << j.dump(2) << "\n";
+      if (!out.good()) {
+        std::fprintf(stderr, "optcast bench: cannot write --json %s\n", opts.json_path.c_str());
+        return 1;
+      }
+    }
+    if (!opts.plot_path.empty()) {
+      if (Status st = WriteBenchPlot(opts.plot_path, opts, nranks,
+                                     opts.algos.size() == 1 && opts.algos[0] == "ring" ? 0 : servers.size(), rows);
+          !st.ok()) {
+        std::fprintf(stderr, "optcast bench: --plot: %s\n", st.message().c_str());
+        return 1;
+      }
+      if (!opts.quiet) std::printf("# plot: %s\n", opts.plot_path.c_str());
     }
     if (total_wrong > 0) return 2;
   }

@@ -2,14 +2,19 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "auth/secret.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "observe/metrics_http.h"
+#include "observe/trace.h"
 #include "server/server.h"
 #include "tools/commands.h"
+#include "tools/config_flags.h"
 
 namespace optcast::tools {
 
@@ -28,7 +33,38 @@ struct Flags {
   int shutdown_timeout_ms = 30000;
   std::string log_level = "info";
   int reduce_threads = -1;
+  std::string metrics_listen;
+  std::string trace;
+  std::string config;
 };
+
+// Checks shared by the command line and the configuration file, so both name the same problem.
+const CLI::Validator kEndpoint(
+    [](std::string& v) {
+      transport::Endpoint ep;
+      Status st = transport::ParseEndpoint(v, &ep, 8918, /*allow_any_port=*/true);
+      return st.ok() ? std::string() : st.message();
+    },
+    "HOST:PORT");
+const CLI::Validator kByteSize(
+    [](std::string& v) { return ParseByteSize(v) ? std::string() : "'" + v + "' is not a size like 64M or 8G"; },
+    "SIZE");
+const CLI::Validator kMilliseconds(
+    [](std::string& v) {
+      char* end = nullptr;
+      const long long ms = std::strtoll(v.c_str(), &end, 10);
+      const bool ok = !v.empty() && *end == '\0' && ms > 0 && ms <= INT32_MAX;
+      return ok ? std::string() : "'" + v + "' is not a positive number of milliseconds";
+    },
+    "MS");
+const CLI::Validator kLogLevel(
+    [](std::string& v) {
+      for (const char* l : {"trace", "debug", "info", "warn", "error", "off"}) {
+        if (v == l) return std::string();
+      }
+      return "'" + v + "' is not a log level; use trace, debug, info, warn, error or off";
+    },
+    "LEVEL");
 
 int Fail(int code, const Status& st) {
   std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
@@ -70,7 +106,8 @@ std::function<int()> AddServerCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("server", "Run a reduction server (a long-running daemon serving many jobs)");
   cmd->add_option("-l,--listen", flags->listen,
                   "Address to listen on, HOST:PORT (default 0.0.0.0:8918 with a secret, else 127.0.0.1:8918; port 0 "
-                  "picks a free one)");
+                  "picks a free one)")
+      ->check(kEndpoint);
   cmd->add_option("--secret-file", flags->secret_file,
                   "File holding the deployment secret that every hello must prove (else OPTCAST_SECRET_FILE, "
                   "OPTCAST_SECRET)");
@@ -79,14 +116,17 @@ std::function<int()> AddServerCommand(CLI::App& app) {
   cmd->add_option("--timeout-ms", flags->timeout_ms,
                   "Fail a job whose collective makes no progress for this long (milliseconds)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kMilliseconds);
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kByteSize);
   cmd->add_option("--memory-limit", flags->memory_limit,
                   "Bytes of chunk data and state the server holds at most (e.g. 8G; 0: half the RAM)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kByteSize);
   cmd->add_option("--job-memory-limit", flags->job_memory_limit, "The same for one job (0: the server's limit)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kByteSize);
   cmd->add_option("--max-connections", flags->max_connections,
                   "Connections served at once (0: from the open-file limit)")
       ->capture_default_str();
@@ -97,12 +137,25 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "On SIGTERM/SIGINT, how long collectives in flight may take to finish before the server exits")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->add_option("--reduce-threads", flags->reduce_threads,
                   "Threads reducing chunks beside the event loop (-1: usable cores minus one; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1024));
-  return [flags] {
+  cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(kLogLevel);
+  cmd->add_option("--metrics-listen", flags->metrics_listen,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics (off when not given)")
+      ->check(kEndpoint);
+  cmd->add_option("--trace", flags->trace,
+                  "Write a timeline trace (Chrome trace-event JSON, for Perfetto) to this file until the server stops");
+  cmd->add_option("--config", flags->config,
+                  "Read flags from this YAML file (keys are the flag names: `timeout-ms: 5000`); the command line "
+                  "wins");
+  return [flags, cmd] {
+    if (!flags->config.empty()) {
+      if (Status st = ApplyConfigFile(cmd, flags->config); !st.ok()) return Fail(2, st);
+    }
     Log().set_level(spdlog::level::from_str(flags->log_level));
     server::ServerOptions opts;
     if (Status st = BuildOptions(*flags, &opts); !st.ok()) return Fail(2, st);
@@ -117,8 +170,24 @@ std::function<int()> AddServerCommand(CLI::App& app) {
 
     server::Server srv(opts);
     if (Status st = srv.Start(); !st.ok()) return Fail(1, st);
+    observe::MetricsHttpServer metrics(srv.metrics());
+    if (!flags->metrics_listen.empty()) {
+      transport::Endpoint ep;
+      Status st = transport::ParseEndpoint(flags->metrics_listen, &ep, 9464, /*allow_any_port=*/true);
+      if (st.ok()) st = metrics.Start(ep);
+      if (!st.ok()) return Fail(1, st);
+    }
+    if (!flags->trace.empty()) {
+      if (Status st = observe::StartTrace(flags->trace, "optcast server :" + std::to_string(srv.port())); !st.ok()) {
+        return Fail(1, st);
+      }
+    }
     std::printf("optcast server listening on %s:%u%s\n", opts.listen.host.c_str(), srv.port(),
                 opts.secret.empty() ? " (no secret: hellos are not authenticated)" : " (hellos authenticated)");
+    if (!flags->metrics_listen.empty()) {
+      std::printf("optcast server metrics on http://%s:%u/metrics\n",
+                  flags->metrics_listen.substr(0, flags->metrics_listen.rfind(':')).c_str(), metrics.port());
+    }
     std::fflush(stdout);
 
     // First signal: graceful shutdown. Second: stop at once.
@@ -136,6 +205,8 @@ std::function<int()> AddServerCommand(CLI::App& app) {
     // Wake the signal thread if it is still waiting, then let it go.
     pthread_kill(signals.native_handle(), SIGTERM);
     signals.join();
+    observe::StopTrace();
+    metrics.Stop();
     if (!st.ok()) return Fail(1, st);
     std::printf("optcast server: stopped\n");
     return 0;

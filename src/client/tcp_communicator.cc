@@ -16,6 +16,7 @@
 #include "client/plan.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "observe/trace.h"
 #include "optcast/communicator.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/socket.h"
@@ -34,6 +35,7 @@ class Request {
   std::vector<uint64_t> pending_link;  // of which from each server link
   bool done = false;
   Status status;
+  uint64_t trace_id = 0;  // nonzero: its request span is open in the trace
 };
 
 namespace client {
@@ -59,7 +61,15 @@ struct ServerLink {
   Request* rx_req = nullptr;
   bool rx_credit = false;
   uint64_t rx_bytes = 0;
+  // Tracing: this link's track, when the result being received began, when the last send ended.
+  int trace_track = 0;     // results arriving
+  int trace_track_tx = 0;  // chunks leaving (overlaps the other in time)
+  double rx_start_us = 0;
+  double tx_free_us = 0;
 };
+
+// Request spans of every communicator in the process share one trace: ids carry the communicator.
+std::atomic<uint64_t> g_next_trace_comm{1};
 
 Status ReadFrameBlocking(int fd, Deadline deadline, std::vector<uint8_t>* meta) {
   uint8_t header[transport::kFrameHeaderSize];
@@ -81,6 +91,8 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
   explicit TcpCommunicator(CommunicatorOptions o) : opts_(std::move(o)) {}
 
   ~TcpCommunicator() override {
+    // A process may end without running static destructors (NCCL, _exit): leave a complete trace.
+    if (observe::TraceOn()) observe::FlushTrace();
     // Say goodbye so the server retires the job without logging a failure.
     const auto bye = wire::EncodeBye();
     for (auto& s : servers_) {
@@ -150,6 +162,11 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     for (size_t i = 0; i < servers_.size(); ++i) {
       servers_[i].index = i;
       servers_[i].conn->user_data = &servers_[i];
+      if (observe::TraceOn()) {
+        const std::string who = fmt::format("rank {}, server {}", opts_.rank, servers_[i].address);
+        servers_[i].trace_track = observe::NewTraceTrack(who + " results");
+        servers_[i].trace_track_tx = observe::NewTraceTrack(who + " send");
+      }
     }
     return Status::Ok();
   }
@@ -192,6 +209,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
   Status Wait(Request* req) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (req == nullptr) return InvalidArgument("Wait called with a null request");
+    observe::TraceSpan span("wait", "client");
     while (!req->done) Progress(50);
     return Release(req);
   }
@@ -250,6 +268,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
                                        link->address, ref.offset, ref.count, req->seq));
     }
     *payload_dst = req->recv + dst_elem * req->esize;
+    if (link->trace_track != 0) link->rx_start_us = observe::TraceNowUs();
     link->rx_req = req;
     link->rx_credit = req->desc.coll != CollType::kAllGather;
     link->rx_bytes = payload_len;
@@ -263,6 +282,11 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     Request* req = link->rx_req;
     link->rx_req = nullptr;
     last_progress_ = Clock::now();
+    if (link->trace_track != 0) {
+      observe::TraceArgs a;
+      a.Add("seq", req->seq).Add("bytes", link->rx_bytes);
+      observe::TraceComplete("result", "client", link->rx_start_us, observe::TraceNowUs(), a, link->trace_track);
+    }
     Complete(req, link->index);
     return Status::Ok();
   }
@@ -280,6 +304,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       return InvalidArgument(fmt::format("{} of {} elements with a null buffer", CollTypeName(coll), count));
     }
     if (count > (uint64_t{1} << 40)) return InvalidArgument("count above 2^40 elements");
+    observe::TraceSpan span("issue", "client");
     auto req = std::make_unique<Request>();
     req->seq = next_seq_++;
     req->esize = DataTypeSize(dtype);
@@ -313,8 +338,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       }
     }
     Request* raw = req.release();
+    if (span.on()) TraceRequestBegin(raw, span.args());
     if (raw->outstanding == 0) {
       raw->done = true;
+      TraceRequestEnd(raw);
     } else {
       if (active_.empty()) last_progress_ = Clock::now();
       active_.emplace(raw->seq, raw);
@@ -330,6 +357,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     if (req->outstanding == 0 && !req->done) {
       req->done = true;
       active_.erase(req->seq);
+      TraceRequestEnd(req);
     }
   }
 
@@ -372,6 +400,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
                             transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize,
                                                        static_cast<uint64_t>(ref.count) * ps.req->esize));
         msg.tag = ps.req->seq;
+        if (s.trace_track != 0) TraceSend(&s, &msg);
         s.conn->Send(std::move(msg));
         ++s.inflight;
         s.inflight_bytes += bytes;
@@ -475,6 +504,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     for (Request* r : reqs) {
       r->status = why;
       r->done = true;
+      TraceRequestEnd(r);
     }
   }
 
@@ -491,6 +521,43 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     Abandon(failed, why);
   }
 
+  // ---- tracing (only called when it is on) ----
+
+  // A request is one span from issue to completion on the process's "requests" tracks.
+  void TraceRequestBegin(Request* req, observe::TraceArgs& issue_args) {
+    req->trace_id = (trace_comm_ << 40) | req->seq;
+    observe::TraceArgs a;
+    a.Add("seq", req->seq).Add("count", req->desc.count).Add("dtype", DataTypeName(req->desc.dtype));
+    a.Add("op", RedOpName(req->desc.op)).Add("bytes", req->desc.count * req->esize);
+    a.Add("replies", req->outstanding);
+    issue_args = a;
+    observe::TraceAsyncBegin(CollTypeName(req->desc.coll), "request", req->trace_id, observe::TraceNowUs(), a);
+  }
+
+  void TraceRequestEnd(Request* req) {
+    if (req->trace_id == 0) return;
+    observe::TraceArgs a;
+    if (!req->status.ok()) a.Add("error", req->status.message());
+    observe::TraceAsyncEnd(CollTypeName(req->desc.coll), "request", req->trace_id, observe::TraceNowUs(), a);
+    req->trace_id = 0;
+  }
+
+  // A chunk's time on the wire, on its link's track: from when the link was free to write it
+  // (messages go out in order) until its last byte left.
+  static void TraceSend(ServerLink* link, transport::OutMessage* msg) {
+    const double queued = observe::TraceNowUs();
+    msg->on_done = [link, queued, seq = msg->tag, bytes = msg->payload_len, then = std::move(msg->on_done)] {
+      const double now = observe::TraceNowUs();
+      const double start = std::max(queued, link->tx_free_us);
+      link->tx_free_us = now;
+      observe::TraceArgs a;
+      a.Add("seq", seq).Add("bytes", bytes);
+      observe::TraceComplete("send chunk", "client", start, now, a, link->trace_track_tx);
+      if (then) then();
+    };
+  }
+
+  const uint64_t trace_comm_ = g_next_trace_comm.fetch_add(1);
   CommunicatorOptions opts_;
   std::mutex mu_;
   std::vector<ServerLink> servers_;
@@ -513,6 +580,8 @@ Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<
     return InvalidArgument(fmt::format("rank {} is out of range for {} ranks", options.rank, options.nranks));
   }
   if (options.servers.size() > 64) return InvalidArgument("at most 64 servers per communicator");
+  OPTCAST_RETURN_IF_ERROR(
+      observe::StartTraceFromEnv("OPTCAST_TRACE", options.rank, fmt::format("optcast rank {}", options.rank)));
   auto comm = std::make_unique<client::TcpCommunicator>(options);
   OPTCAST_RETURN_IF_ERROR(comm->Connect());
   *out = std::move(comm);

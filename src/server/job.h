@@ -26,6 +26,7 @@ struct Slot {
   std::vector<uint8_t> have;                       // by rank: contribution fully received
   uint32_t arrived = 0;
   uint32_t expected = 0;
+  Clock::time_point first_arrival{};  // for the chunk latency metric
 };
 
 using SlotKey = std::pair<uint32_t, uint64_t>;  // (segment, offset)

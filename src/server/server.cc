@@ -13,10 +13,12 @@
 
 #include "auth/proof.h"
 #include "common/log.h"
+#include "observe/trace.h"
 #include "reduce/combine.h"
 #include "server/buffer_pool.h"
 #include "server/job.h"
 #include "server/reduce_workers.h"
+#include "server/server_metrics.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
 #include "transport/tcp/socket.h"
@@ -47,6 +49,12 @@ struct ConnState {
   uint64_t rx_seq = 0;
   SlotKey rx_key{};
   bool rx_chunk = false;
+  // Tracing: this connection's tracks (receiving, sending; they overlap in time), when its chunk
+  // began arriving, when its last send ended.
+  int trace_track = 0;
+  int trace_track_tx = 0;
+  double rx_start_us = 0;
+  double tx_free_us = 0;
 };
 
 namespace {
@@ -158,6 +166,8 @@ class Server::Impl : public transport::MessageHandler {
     waker_.Wake();
   }
 
+  const observe::Registry& metrics() const { return metrics_.registry(); }
+
   ServerStats stats() const {
     ServerStats s;
     s.jobs_active = jobs_active_.load();
@@ -177,6 +187,7 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   Status Run() {
+    observe::TraceThreadName("server event loop");
     // The worker threads start here, not in Start(): a process may fork between the two (tests
     // do), and a fork should find no thread but the caller's.
     if (workers_) {
@@ -213,6 +224,7 @@ class Server::Impl : public transport::MessageHandler {
       FlushDirty();
       if (Clock::now() >= next_sweep) {
         SweepTimeouts();
+        UpdateLevels();
         next_sweep = Clock::now() + std::chrono::milliseconds(100);
       }
       ReapDead();
@@ -268,7 +280,13 @@ class Server::Impl : public transport::MessageHandler {
     ++slot.arrived;
     job->last_progress = Clock::now();
     last_activity_ = job->last_progress;
-    bytes_in_ += static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
+    const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
+    bytes_in_ += bytes;
+    metrics_.BytesIn(bytes);
+    if (cs->trace_track != 0) {
+      observe::TraceComplete("recv", "server", cs->rx_start_us, observe::TraceNowUs(),
+                             ChunkArgs(cit->second.desc, slot.ref, bytes), cs->trace_track);
+    }
     if (slot.arrived == slot.expected) CompleteSlot(cs->job, cit, sit);
     return Status::Ok();
   }
@@ -399,6 +417,7 @@ class Server::Impl : public transport::MessageHandler {
 
   void SendErrorAndClose(ConnState* cs, const Status& st, uint64_t seq) {
     if (cs->closing || cs->dead) return;
+    if (!cs->job) metrics_.Error(st.code());  // a job's failure is counted once, in FailJob
     wire::ErrorMsg em{st.code(), seq, st.message()};
     cs->conn->Send(transport::MakeOutMessage(wire::EncodeError(em), nullptr, 0));
     cs->closing = true;
@@ -573,6 +592,7 @@ class Server::Impl : public transport::MessageHandler {
       job->memory = std::make_shared<MemoryBudget>("--job-memory-limit", opts_.job_memory_limit, memory_);
       jobs_.emplace(h.job_id, job);
       jobs_active_.store(jobs_.size());
+      metrics_.JobCreated();
       Log().info("job {} created ({} ranks)", hex, h.nranks);
     } else {
       job = it->second;
@@ -594,6 +614,11 @@ class Server::Impl : public transport::MessageHandler {
     job->ranks[h.rank] = cs;
     cs->job = job;
     cs->rank = h.rank;
+    if (observe::TraceOn()) {
+      const std::string who = fmt::format("job {} rank {} ({})", hex.substr(0, 8), h.rank, cs->conn->peer());
+      cs->trace_track = observe::NewTraceTrack(who + " recv");
+      cs->trace_track_tx = observe::NewTraceTrack(who + " send");
+    }
     wire::Welcome w{opts_.max_payload, static_cast<uint32_t>(opts_.job_timeout.count())};
     cs->conn->Send(transport::MakeOutMessage(wire::EncodeWelcome(w), nullptr, 0));
     MarkDirty(cs);
@@ -674,6 +699,7 @@ class Server::Impl : public transport::MessageHandler {
       slot.expected = d.coll == CollType::kAllGather ? 1 : job->nranks;
       slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : job->nranks);
       slot.have.assign(job->nranks, 0);
+      slot.first_arrival = Clock::now();
     } else {
       Slot& slot = sit->second;
       if (slot.ref.count != chunk.ref.count) {
@@ -701,6 +727,7 @@ class Server::Impl : public transport::MessageHandler {
     ++job->open_chunks[cs->rank];
     slot.contribs[idx] = buf;
     *payload_dst = buf.get();
+    if (cs->trace_track != 0) cs->rx_start_us = observe::TraceNowUs();
     cs->rx_chunk = true;
     cs->rx_seq = d.coll_seq;
     cs->rx_key = key;
@@ -711,6 +738,8 @@ class Server::Impl : public transport::MessageHandler {
     ConnState* cs = job.ranks[rank];
     if (cs == nullptr || cs->closing || cs->dead) return;
     bytes_out_ += msg.payload_len;
+    metrics_.BytesOut(msg.payload_len);
+    if (cs->trace_track != 0) TraceSend(cs, &msg);
     cs->conn->Send(std::move(msg));
     MarkDirty(cs);
   }
@@ -751,8 +780,12 @@ class Server::Impl : public transport::MessageHandler {
       }
       srcs_scratch_.resize(job->nranks);
       for (uint32_t r = 0; r < job->nranks; ++r) srcs_scratch_[r] = slot.contribs[r].get();
+      observe::TraceSpan span("reduce", "server");
+      const auto t0 = Clock::now();
       Status st = reduce::Combine(d.dtype, d.op, srcs_scratch_.data(), static_cast<int>(job->nranks),
                                   slot.contribs[0].get(), slot.ref.count);
+      metrics_.Reduced(Clock::now() - t0);
+      if (span.on()) span.args() = ChunkArgs(d, slot.ref, bytes).Add("ranks", job->nranks);
       if (!st.ok()) {
         FailJob(job, Code::kInternal, "reduction failed: " + st.message());
         return;
@@ -841,10 +874,12 @@ class Server::Impl : public transport::MessageHandler {
                   std::map<SlotKey, Slot>::iterator sit) {
     CollState& coll = cit->second;
     ++chunks_reduced_;
+    metrics_.ChunkDone(Clock::now() - sit->second.first_arrival);
     coll.elems_done += sit->second.ref.count;
     RecycleSlot(coll.slots.extract(sit));
     ReleaseState(*job, SlotStateBytes(job->nranks));
     if (coll.elems_done >= coll.desc.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
+      metrics_.CollectiveDone(coll.desc.coll);
       job->colls.erase(cit);
       ReleaseState(*job, CollStateBytes(job->nranks));
     }
@@ -926,6 +961,7 @@ class Server::Impl : public transport::MessageHandler {
     if (job->failed) return;
     job->failed = true;
     ++jobs_failed_;
+    metrics_.Error(code);
     Log().warn("job {} failed: {}", job->hex, text);
     const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
     for (uint32_t r = 0; r < job->nranks; ++r) {
@@ -984,7 +1020,48 @@ class Server::Impl : public transport::MessageHandler {
     jobs_active_.store(jobs_.size());
   }
 
+  // ---- observability ----
+
+  static observe::TraceArgs ChunkArgs(const wire::CollDesc& d, const wire::ChunkRef& ref, uint64_t bytes) {
+    observe::TraceArgs a;
+    a.Add("coll", CollTypeName(d.coll)).Add("seq", d.coll_seq).Add("segment", ref.segment).Add("offset", ref.offset);
+    a.Add("bytes", bytes);
+    return a;
+  }
+
+  // Draws the message's time on the wire on its connection's track: from when the connection was
+  // free to write it (queued messages go out in order) until its last byte left.
+  void TraceSend(ConnState* cs, OutMessage* msg) {
+    const double queued = observe::TraceNowUs();
+    const bool has_result = msg->payload_len > 0;
+    msg->on_done = [cs, queued, has_result, bytes = msg->payload_len, then = std::move(msg->on_done)] {
+      const double now = observe::TraceNowUs();
+      const double start = std::max(queued, cs->tx_free_us);
+      cs->tx_free_us = now;
+      observe::TraceArgs a;
+      a.Add("bytes", bytes);
+      observe::TraceComplete(has_result ? "send" : "send ack", "server", start, now, a, cs->trace_track_tx);
+      if (then) then();
+    };
+  }
+
+  void UpdateLevels() {
+    ServerMetrics::Levels l;
+    l.jobs = static_cast<int64_t>(jobs_.size());
+    l.connections = static_cast<int64_t>(conns_.size());
+    for (auto& [cs, owned] : conns_) {
+      if (cs->job) ++l.ranks;
+      l.send_queue += static_cast<int64_t>(cs->conn->PendingWriteCount());
+    }
+    for (auto& [id, job] : jobs_) {
+      for (auto& [seq, coll] : job->colls) l.chunks_pending += static_cast<int64_t>(coll.slots.size());
+    }
+    l.buffer_bytes = static_cast<int64_t>(pool_.outstanding_bytes());
+    metrics_.SetLevels(l);
+  }
+
   ServerOptions opts_;
+  ServerMetrics metrics_;
   transport::tcp::Socket listener_;
   uint16_t port_ = 0;
   transport::Poller poller_;
@@ -1031,5 +1108,6 @@ Status Server::Run() { return impl_->Run(); }
 void Server::Stop() { impl_->Stop(); }
 void Server::Drain(std::chrono::milliseconds deadline) { impl_->Drain(deadline); }
 ServerStats Server::stats() const { return impl_->stats(); }
+const observe::Registry& Server::metrics() const { return impl_->metrics(); }
 
 }  // namespace optcast::server

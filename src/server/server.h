@@ -10,6 +10,10 @@
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 
+namespace optcast::observe {
+class Registry;
+}
+
 namespace optcast::server {
 
 struct ServerOptions {
@@ -73,6 +77,8 @@ class Server {
   // Thread-safe; a second call does not extend the deadline.
   void Drain(std::chrono::milliseconds deadline);
   ServerStats stats() const;
+  // The server's Prometheus metrics (see server_metrics.h), safe to render from any thread.
+  const observe::Registry& metrics() const;
 
  private:
   class Impl;

@@ -4,14 +4,20 @@
 // would use them: listen, exchange handles, connect, then collectives polled with test().
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -257,6 +263,39 @@ TEST_F(CollNet, AllReduceManyInFlightAndOddSizes) {
   AllReduceOnGroup(g, {"bfloat16 sum", ncclBfloat16, ncclSum}, 1, 1);
   AllReduceOnGroup(g, {"int32 max", ncclInt32, ncclMax}, 17, 4);
   AllReduceOnGroup(g, {"float16 sum", ncclFloat16, ncclSum}, 0, 1);  // empty collective
+}
+
+// OPTCAST_TRACE reaches the plugin: NCCL's requests appear as request spans in the trace, valid
+// JSON as soon as the communicators close. (The plugin's tracer stays on for the rest of this
+// process; ctest runs each test in a process of its own.)
+TEST_F(CollNet, TraceFromEnvironmentRecordsEveryRequest) {
+  const std::string path = "/tmp/optcast-plugin-trace-" + std::to_string(::getpid()) + ".json";
+  setenv("OPTCAST_TRACE", "/tmp/optcast-plugin-trace-%p.json", 1);
+  {
+    Group g(2);
+    AllReduceOnGroup(g, {"float32 sum", ncclFloat32, ncclSum}, 100003, 4);  // 4 requests in flight per rank
+  }
+  unsetenv("OPTCAST_TRACE");
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path << " was not written";
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json t = nlohmann::json::parse(text.str());
+  std::map<std::string, int> open;
+  int begins = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["name"] != "allreduce") continue;
+    if (e["ph"] == "b") {
+      ++begins;
+      ++open[e["id"].get<std::string>()];
+      EXPECT_EQ(e["args"]["dtype"], "float32");
+    } else if (e["ph"] == "e") {
+      --open[e["id"].get<std::string>()];
+    }
+  }
+  EXPECT_EQ(begins, 2 * 4);
+  for (const auto& [id, n] : open) EXPECT_EQ(n, 0) << "request " << id << " has no end";
+  std::remove(path.c_str());
 }
 
 TEST_F(CollNet, IndependentCommunicatorsInOneProcess) {

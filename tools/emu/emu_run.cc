@@ -28,6 +28,7 @@
 
 #include "auth/proof.h"
 #include "tools/emu/runner.h"
+#include "tools/plot/line_plot.h"
 
 namespace optcast::tools::emu {
 
@@ -366,42 +367,38 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
   std::fflush(stdout);
 }
 
-Status WritePlot(const std::string& path, const std::string& workdir, const RunOptions& o, const Bounds& b,
-                 const std::vector<std::string>& algos, const std::map<std::pair<std::string, uint64_t>, Row>& rows) {
-  if (!InPath("gnuplot")) {
-    return UnavailableError("--plot needs gnuplot: apt-get install gnuplot-nox");
-  }
-  const std::string script_path = workdir + "/plot.gp";
-  std::ofstream gp(script_path);
-  gp << "set terminal pngcairo size 960,600 enhanced font 'sans,11'\n";
-  gp << "set output '" << path << "'\n";
-  gp << "set title 'AllReduce float32 sum, " << o.spec.workers << " workers, " << o.spec.servers << " servers, "
-     << FormatRate(o.spec.rate_bits) << " links (emulated)'\n";
-  gp << "set logscale x 2\nset xlabel 'message size (MiB)'\nset ylabel 'algbw (MB/s)'\n";
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const auto& [key, row] : rows) lo = std::min(lo, row.bytes), hi = std::max(hi, row.bytes);
-  if (hi > 0) gp << "set xrange [" << lo / 1.5 / (1 << 20) << ":" << hi * 1.5 / (1 << 20) << "]\n";
-  gp << "set yrange [0:" << 1.1 * std::max(b.server_Bps, b.ring_Bps) / 1e6 << "]\n";
-  gp << "set key bottom right\nset grid\n";
+Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, const std::vector<std::string>& algos,
+                 const std::map<std::pair<std::string, uint64_t>, Row>& rows) {
+  LinePlot plot;
+  plot.title = "AllReduce float32 sum, " + std::to_string(o.spec.workers) + " workers, " +
+               std::to_string(o.spec.servers) + " servers, " + FormatRate(o.spec.rate_bits) + " links (emulated)";
+  PlotPanel panel;
+  panel.title = "algbw against message size";
+  panel.ylabel = "algbw (MB/s)";
+  panel.ymax = 1.1 * std::max(b.server_Bps, b.ring_Bps) / 1e6;
+  double lo = 0, hi = 0;
   for (const auto& a : algos) {
-    gp << "$" << a << " << EOD\n";
+    PlotSeries s;
+    s.title = a == "server" ? "optcast (servers)" : a == "ring" ? "optcast ring" : "gloo ring";
+    s.color = PlotColor(panel.series.size());
     for (const auto& [key, row] : rows) {
-      if (key.first == a) gp << static_cast<double>(row.bytes) / (1 << 20) << " " << Mbs(row.algbw_gbps) << "\n";
+      if (key.first != a) continue;
+      s.points.emplace_back(static_cast<double>(row.bytes), Mbs(row.algbw_gbps));
+      lo = lo == 0 ? row.bytes : std::min<double>(lo, row.bytes);
+      hi = std::max<double>(hi, row.bytes);
     }
-    gp << "EOD\n";
+    panel.series.push_back(std::move(s));
   }
-  gp << "plot ";
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
-  int i = 0;
-  for (const auto& a : algos) {
-    const std::string label = a == "server" ? "optcast (servers)" : a == "ring" ? "optcast ring" : "gloo ring";
-    gp << "$" << a << " using 1:2 with linespoints lw 2 pt 7 lc rgb '" << colors[i++ % 4] << "' title '" << label
-       << "', ";
-  }
-  gp << b.server_Bps / 1e6 << " with lines dt 2 lw 1.5 lc rgb '#1f77b4' title 'server bound', ";
-  gp << b.ring_Bps / 1e6 << " with lines dt 2 lw 1.5 lc rgb '#d62728' title 'ring bound'\n";
-  gp.close();
-  return RunChecked({"gnuplot", script_path});
+  // The bounds as dashed lines across the plot, in the colours of the algorithms they bound.
+  panel.series.push_back(
+      {"server bound", PlotColor(0), {{lo / 1.5, b.server_Bps / 1e6}, {hi * 1.5, b.server_Bps / 1e6}}, true, false});
+  panel.series.push_back(
+      {"ring bound", PlotColor(1), {{lo / 1.5, b.ring_Bps / 1e6}, {hi * 1.5, b.ring_Bps / 1e6}}, true, false});
+  plot.panels.push_back(std::move(panel));
+  plot.key = "bottom right";  // the measured lines run just under the bounds, at the top
+  plot.panel_width = 960;
+  plot.height = 600;
+  return WriteLinePlot(path, plot);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -704,7 +701,7 @@ int Emulation::Run() {
     }
   }
   if (!o_.plot_path.empty()) {
-    if (Status ps = WritePlot(o_.plot_path, workdir_, o_, bounds_, algos_, rows_); !ps.ok()) {
+    if (Status ps = WritePlot(o_.plot_path, o_, bounds_, algos_, rows_); !ps.ok()) {
       std::fprintf(stderr, "optcast emu run: plot: %s\n", ps.message().c_str());
       rc = rc ? rc : 1;
     } else {

@@ -1,0 +1,123 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// `optcast server` as a real process: its YAML configuration file, its metrics endpoint scraped over
+// HTTP, its trace file; and the example configuration shipped in deploy/.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "process.h"
+
+namespace optcast::tooltest {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string Bin() {
+  const char* b = std::getenv("OPTCAST_BIN");
+  return b ? b : "";
+}
+
+std::string Write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+class ServerCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  }
+  TempDir dir_;
+};
+
+struct BadConfig {
+  const char* yaml;
+  const char* expect;  // after "FILE:"
+};
+
+TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason) {
+  const BadConfig cases[] = {
+      {"listen: 127.0.0.1:0\nlisen: 1.2.3.4:5\n", ":2: unknown key 'lisen'; the keys are: listen, timeout-ms"},
+      {"# timeouts\ntimeout-ms: -5\n", ":2: bad value for 'timeout-ms': '-5' is not a positive number of milliseconds"},
+      {"timeout-ms: soon\n", ":1: bad value for 'timeout-ms'"},
+      {"max-chunk: 64Q\n", ":1: bad value for 'max-chunk': '64Q' is not a size like 64M"},
+      {"log-level: loud\n", ":1: bad value for 'log-level': 'loud' is not a log level"},
+      {"\nmetrics-listen: nowhere:port\n", ":2: bad value for 'metrics-listen'"},
+      {"listen: [a, b]\n", ":1: 'listen' takes one value, not a list"},
+      {"config: other.yaml\n", ":1: unknown key 'config'"},
+  };
+  for (const BadConfig& c : cases) {
+    const std::string path = Write(dir_ / "bad.yaml", c.yaml);
+    RunResult r = RunToEnd({Bin(), "server", "--config", path}, milliseconds(10000));
+    EXPECT_EQ(r.code, 2) << c.yaml << r.err;
+    EXPECT_NE(r.err.find(path + c.expect), std::string::npos) << "config:\n" << c.yaml << "stderr:\n" << r.err;
+  }
+}
+
+// Starts `optcast server` with `args`, waits until it listens; fills the ports it printed.
+bool StartServer(Process& p, uint16_t* port, uint16_t* metrics_port) {
+  if (!p.WaitForOutput("listening on", milliseconds(10000))) return false;
+  if (metrics_port && !p.WaitForOutput("/metrics", milliseconds(5000))) return false;
+  std::smatch m;
+  const std::string out = p.out();
+  if (!std::regex_search(out, m, std::regex("listening on [^:]+:(\\d+)"))) return false;
+  *port = static_cast<uint16_t>(std::stoi(m[1]));
+  if (metrics_port) {
+    if (!std::regex_search(out, m, std::regex("metrics on http://[^:]+:(\\d+)/metrics"))) return false;
+    *metrics_port = static_cast<uint16_t>(std::stoi(m[1]));
+  }
+  return true;
+}
+
+TEST_F(ServerCommandTest, ConfigFileSetsFlagsMetricsAreScrapedAndTheTraceIsWritten) {
+  const std::string trace = dir_ / "server-trace.json";
+  const std::string cfg = Write(dir_ / "server.yaml",
+                                "listen: 127.0.0.1:0\n"
+                                "timeout_ms: 4000\n"  // underscores work too
+                                "metrics-listen: 127.0.0.1:0\n"
+                                "log-level: warn\n"
+                                "trace: " +
+                                    trace + "\n");
+  // The command line wins over the file.
+  Process p({Bin(), "server", "--config", cfg, "--log-level", "info"});
+  uint16_t port = 0, mport = 0;
+  ASSERT_TRUE(StartServer(p, &port, &mport)) << p.out() << p.err();
+  EXPECT_NE(p.err().find("listening on 127.0.0.1:"), std::string::npos) << "info logging is on: " << p.err();
+
+  httplib::Client cli("127.0.0.1", mport);
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(5, 0);
+  auto res = cli.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer from the metrics endpoint";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find("# TYPE optcast_server_chunk_latency_seconds histogram"), std::string::npos);
+  EXPECT_NE(res->body.find("optcast_server_jobs_active 0"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("optcast_server_errors_total{kind=\"timeout\"} 0"), std::string::npos);
+
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
+  nlohmann::json t = nlohmann::json::parse(ReadFile(trace));
+  bool named = false;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["name"] == "process_name") named = e["args"]["name"] == "optcast server :" + std::to_string(port);
+  }
+  EXPECT_TRUE(named) << t.dump();
+}
+
+TEST_F(ServerCommandTest, ShippedExampleConfigLoads) {
+  // deploy/'s file as is; only the addresses move to free loopback ports (the command line wins).
+  const std::string cfg = std::string(OPTCAST_SOURCE_DIR) + "/deploy/optcast-server.yaml";
+  Process p({Bin(), "server", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"});
+  uint16_t port = 0, mport = 0;
+  ASSERT_TRUE(StartServer(p, &port, &mport)) << p.out() << p.err();
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
+}
+
+}  // namespace
+}  // namespace optcast::tooltest
