@@ -32,10 +32,11 @@ case "$mode" in
     sanitize="thread"
     build_dir=build-tsan
     # Only the suites that run several threads in one process: server (the reduction workers),
-    # e2e (servers on threads of the test process) and nccl (servers on threads, ranks and
-    # NCCL proxy threads calling the plugin concurrently). unit, reduce and ring are
+    # e2e (servers on threads of the test process), nccl (servers on threads, ranks and NCCL
+    # proxy threads calling the plugin concurrently) and observe (metrics and traces written from
+    # several threads while an HTTP thread renders them). unit, reduce and ring are
     # single-threaded (ring forks processes).
-    ctest_select=(-L '^(e2e|nccl|server)$')
+    ctest_select=(-L '^(e2e|nccl|server|observe)$')
     ;;
   *)
     echo "usage: $0 [address|thread] [ctest arguments...]" >&2
