@@ -60,7 +60,8 @@ TEST(Deploy, ServerManifestsAgreeWithEachOtherAndStartARealServer) {
   TempDir dir;
   const std::string path = dir / "server.yaml";
   std::ofstream(path) << config_text;
-  Process p({bin, "server", "--config", path, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"});
+  Process p({bin, "server", "--config", path, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+             "--secret-file", WriteSecretFile(dir / "secret")});
   ASSERT_TRUE(p.WaitForOutput("/metrics", milliseconds(10000))) << p.out() << p.err();
   p.Signal(SIGTERM);
   EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
@@ -77,6 +78,9 @@ TEST(Deploy, WorkerExampleNamesEveryServerAndSetsTheNcclVariables) {
   for (const auto& e : pod["containers"][0]["env"]) env[e["name"].as<std::string>()] = e["value"].as<std::string>();
   EXPECT_EQ(env["NCCL_NET_PLUGIN"], "optcast");
   EXPECT_EQ(env["NCCL_COLLNET_ENABLE"], "1");
+  // Workers prove the secret the servers were given.
+  const YAML::Node config = YAML::Load(servers["ConfigMap"]["data"]["server.yaml"].as<std::string>());
+  EXPECT_EQ(env["OPTCAST_SECRET_FILE"], config["secret-file"].as<std::string>());
 
   // OPTCAST_SERVERS lists each StatefulSet pod by its stable DNS name, in order.
   std::string want;
@@ -95,6 +99,8 @@ TEST(Deploy, SystemdUnitRunsTheShippedConfiguration) {
   const std::string unit = ReadFile(kDeploy + "/systemd/optcast-server.service");
   EXPECT_NE(unit.find("ExecStart=/usr/local/bin/optcast server --config /etc/optcast/server.yaml"), std::string::npos);
   EXPECT_NE(unit.find("install -D -m 644 deploy/optcast-server.yaml /etc/optcast/server.yaml"), std::string::npos);
+  EXPECT_NE(unit.find("LoadCredential=secret:/etc/optcast/secret"), std::string::npos);
+  EXPECT_NE(unit.find("--secret-file %d/secret"), std::string::npos);
 }
 
 TEST(Deploy, LaunchScriptsAreValidShell) {

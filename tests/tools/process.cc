@@ -24,6 +24,12 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string WriteSecretFile(const std::string& path) {
+  std::ofstream(path) << "a-test-secret-of-more-than-thirty-two-bytes-0123456789\n";
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  return path;
+}
+
 TempDir::TempDir() {
   std::string tmpl = (fs::temp_directory_path() / "optcast-tools-test-XXXXXX").string();
   char* p = ::mkdtemp(tmpl.data());

@@ -43,6 +43,9 @@ RunResult RunToEnd(const std::vector<std::string>& argv, std::chrono::millisecon
                    const std::vector<std::string>& env = {});
 
 std::string ReadFile(const std::string& path);
+// Writes a deployment secret (mode 600) into `path` for servers that need one; returns the path.
+std::string WriteSecretFile(const std::string& path);
+
 // A fresh directory under the system's temporary directory, removed by the destructor.
 class TempDir {
  public:
