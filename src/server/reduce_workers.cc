@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "observe/trace.h"
 #include "reduce/combine.h"
 
 namespace optcast::server {
@@ -46,6 +47,7 @@ void ReduceWorkers::TakeFinished(std::vector<ReduceTask*>* out) {
 }
 
 void ReduceWorkers::WorkerLoop() {
+  observe::TraceThreadName("server reduce worker");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || queued_head_ < queued_.size(); });
@@ -57,8 +59,16 @@ void ReduceWorkers::WorkerLoop() {
       queued_head_ = 0;
     }
     lock.unlock();
-    task->status = reduce::Combine(task->dtype, task->op, task->srcs.data(), static_cast<int>(task->srcs.size()),
-                                   task->dst, task->count);
+    {
+      observe::TraceSpan span("reduce", "server");
+      const auto t0 = std::chrono::steady_clock::now();
+      task->status = reduce::Combine(task->dtype, task->op, task->srcs.data(), static_cast<int>(task->srcs.size()),
+                                     task->dst, task->count);
+      task->elapsed = std::chrono::steady_clock::now() - t0;
+      if (span.on()) {
+        span.args().Add("elements", static_cast<uint64_t>(task->count)).Add("ranks", task->srcs.size());
+      }
+    }
     lock.lock();
     // One wake-up per batch: the loop takes every finished task when it reads the eventfd.
     const bool was_empty = finished_.empty();

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -24,7 +25,8 @@ struct ReduceTask {
   std::vector<const void*> srcs;  // in rank order
   void* dst = nullptr;            // may be srcs[0]
   size_t count = 0;
-  Status status;  // set by the worker
+  Status status;                        // set by the worker
+  std::chrono::nanoseconds elapsed{0};  // set by the worker: time spent reducing
 };
 
 // Threads that run ReduceTasks for one event loop. Submit and TakeFinished are called from the

@@ -833,6 +833,7 @@ class Server::Impl : public transport::MessageHandler {
           auto sit = cit->second.slots.find(task->key);
           if (sit != cit->second.slots.end()) {
             if (task->status.ok()) {
+              metrics_.Reduced(task->elapsed);
               job->last_progress = Clock::now();
               SendReduced(job, cit, sit);
             } else {
