@@ -249,6 +249,11 @@ Status StartTrace(const std::string& path, const std::string& process_name) {
 Status StartTraceFromEnv(const char* var, int rank, const std::string& process_name) {
   const char* value = std::getenv(var);
   if (value == nullptr || *value == '\0' || TraceOn()) return Status::Ok();
+  // Several ranks of one process (NCCL's proxy threads, tests) may create communicators at once:
+  // the first starts the trace, the others find it on.
+  static std::mutex start_mu;
+  std::lock_guard<std::mutex> lock(start_mu);
+  if (TraceOn()) return Status::Ok();
   std::string path;
   for (const char* p = value; *p; ++p) {
     if (p[0] == '%' && p[1] == 'p') {
