@@ -20,6 +20,7 @@ namespace optcast::daemon {
 namespace {
 
 using e2e::CommConfig;
+using e2e::ExpectAllOk;
 using e2e::RunAllReduceOnThreads;
 using std::chrono::milliseconds;
 
@@ -29,10 +30,6 @@ CommConfig Config(std::string secret = "") {
   c.connect_timeout = milliseconds(3000);
   c.secret = std::move(secret);
   return c;
-}
-
-void ExpectAllOk(const std::vector<Status>& st) {
-  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }
 
 std::string TempPath(const std::string& name) {

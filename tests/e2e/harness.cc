@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "harness.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -268,6 +269,21 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.window = config.window;
   o.secret = config.secret;
   return Communicator::Create(o, out);
+}
+
+void ExpectAllOk(const std::vector<Status>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+  }
+}
+
+bool WaitFor(const std::function<bool()>& cond, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!cond()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return true;
 }
 
 std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,

@@ -173,6 +173,12 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
 
 // Runs every rank of one new job on a thread of this process: `count` float32 summed by
 // allreduce, checked against the reference. Returns each rank's status.
+// Every status is OK; each failure is reported with its rank.
+void ExpectAllOk(const std::vector<Status>& statuses);
+
+// Polls `cond` every 2 ms; false when `limit` passes first.
+bool WaitFor(const std::function<bool()>& cond, milliseconds limit = milliseconds(5000));
+
 std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,
                                           const CommConfig& config, uint64_t seed);
 

@@ -30,19 +30,6 @@ CommConfig Config(std::string secret = "") {
   return c;
 }
 
-void ExpectAllOk(const std::vector<Status>& st) {
-  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
-}
-
-bool WaitFor(const std::function<bool()>& cond, milliseconds limit = milliseconds(5000)) {
-  const auto deadline = Clock::now() + limit;
-  while (!cond()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return true;
-}
-
 server::ServerOptions SecuredOptions() {
   server::ServerOptions o = TestServerOptions();
   o.secret = kSecret;

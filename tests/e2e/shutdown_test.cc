@@ -62,15 +62,6 @@ CommConfig Config() {
   return c;
 }
 
-bool WaitFor(const std::function<bool()>& cond, milliseconds limit = milliseconds(5000)) {
-  const auto deadline = Clock::now() + limit;
-  while (!cond()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return true;
-}
-
 TEST(E2eShutdown, TheCollectiveInFlightFinishesThenNewOnesAreRefused) {
   RunningServer srv;
   E2E_ASSERT_OK(srv.Start());
