@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 // SSSE3 would only add compile time: every x86-64 CPU that has it but not SSE4 is long retired.
 // The value is HWY_SSSE3, which is not defined before Highway's headers are included.
@@ -74,6 +75,54 @@ struct ByteProductCodec {
     const hn::Rebind<uint8_t, D> d8;
     // Values < 256 after the mask: the saturating pack is exact.
     hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, hn::And(v, hn::Set(d, 0xff)))), d8, p);
+  }
+};
+
+// Integer avg of 8- and 32-bit elements: each value widens exactly to a float64 lane, the sum of
+// up to 2^21 sources stays exact there (|sum| < 2^53), so it equals the portable kernel's 64-bit
+// sum, and a float64 quotient of such a sum truncates to the exact integer quotient (the
+// rounding error of one division is below 1/divisor there). Only used when the quotient is in
+// the element's range (nsrc <= divisor), where the saturating narrowing below is exact.
+template <typename T>
+struct IntAverageCodec {
+  using Storage = T;
+  using Acc = double;
+  static_assert(sizeof(T) == 1 || sizeof(T) == 4);
+  // Unsigned 32-bit values do not fit int32 lanes: they travel offset by -2^31.
+  static constexpr bool kOffset = sizeof(T) == 4 && !std::is_signed_v<T>;
+
+  template <class D>
+  static hn::Vec<D> Load(D d, const Storage* p) {
+    const hn::Rebind<int32_t, D> di32;
+    if constexpr (sizeof(T) == 1) {
+      const hn::Rebind<T, D> d8;
+      return hn::PromoteTo(d, hn::PromoteTo(di32, hn::LoadU(d8, p)));
+    } else if constexpr (kOffset) {
+      const hn::Rebind<uint32_t, D> du32;
+      const auto shifted = hn::BitCast(di32, hn::Xor(hn::LoadU(du32, p), hn::Set(du32, 0x80000000u)));
+      return hn::Add(hn::PromoteTo(d, shifted), hn::Set(d, 2147483648.0));
+    } else {
+      return hn::PromoteTo(d, hn::LoadU(di32, p));
+    }
+  }
+  template <class D>
+  static void Store(D d, hn::Vec<D> v, Storage* p) {
+    const hn::Rebind<int32_t, D> di32;
+    // Truncation toward zero is the integer division's rounding. It comes first: an integral
+    // value in range narrows exactly on every target (some saturate a fraction past the range,
+    // such as -2147483647.5, before truncating it).
+    v = hn::Trunc(v);
+    if constexpr (sizeof(T) == 1) {
+      const hn::Rebind<T, D> d8;
+      hn::StoreU(hn::DemoteTo(d8, hn::DemoteTo(di32, v)), d8, p);
+    } else if constexpr (kOffset) {
+      // The quotient is an integer >= 0, so the offset value is exact.
+      const hn::Rebind<uint32_t, D> du32;
+      const auto shifted = hn::DemoteTo(di32, hn::Sub(v, hn::Set(d, 2147483648.0)));
+      hn::StoreU(hn::Xor(hn::BitCast(du32, shifted), hn::Set(du32, 0x80000000u)), du32, p);
+    } else {
+      hn::StoreU(hn::DemoteTo(di32, v), di32, p);
+    }
   }
 };
 
@@ -173,10 +222,38 @@ struct SumOp {
     return hn::Add(acc, v);  // integer lanes wrap
   }
 };
+// 64-bit lanes have no multiply before AVX-512DQ: the wrapped product is put together from
+// 32x32->64 products of the halves, lo*lo + ((lo*hi + hi*lo) << 32), which is the same bits
+// for signed and unsigned lanes.
+template <class V>
+V MulWrapped64(V a, V b) {
+  using T = hn::TFromV<V>;
+  static_assert(sizeof(T) == 8);
+  const hn::DFromV<V> d;
+#if HWY_TARGET == HWY_SCALAR
+  // One lane, no halves to reinterpret: the scalar product is the same wrapped bits.
+  using U = hwy::MakeUnsigned<T>;
+  return hn::Set(d, static_cast<T>(static_cast<U>(hn::GetLane(a)) * static_cast<U>(hn::GetLane(b))));
+#else
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Repartition<uint32_t, decltype(d)> d32;
+  const auto ua = hn::BitCast(du, a);
+  const auto ub = hn::BitCast(du, b);
+  const auto low = hn::MulEven(hn::BitCast(d32, ua), hn::BitCast(d32, ub));
+  const auto cross = hn::Add(hn::MulEven(hn::BitCast(d32, ua), hn::BitCast(d32, hn::ShiftRight<32>(ub))),
+                             hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(ua)), hn::BitCast(d32, ub)));
+  return hn::BitCast(d, hn::Add(low, hn::ShiftLeft<32>(cross)));
+#endif
+}
+
 struct ProdOp {
   template <class V>
   static V Apply(V acc, V v) {
-    return hn::Mul(acc, v);
+    if constexpr (!hwy::IsFloat<hn::TFromV<V>>() && sizeof(hn::TFromV<V>) == 8) {
+      return MulWrapped64(acc, v);
+    } else {
+      return hn::Mul(acc, v);
+    }
   }
 };
 // Float min/max are spelled as compare + select: the portable kernel's `acc < v ? acc : v`,
@@ -288,8 +365,9 @@ bool RunFloat(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t cou
   return false;
 }
 
-// Integers: sum wraps in the lane type; prod where every target has a lane multiply (8-bit
-// through 16-bit lanes; 64-bit has none).
+// Integers: sum and prod wrap in the lane type. avg of 8- and 32-bit elements goes through
+// float64 lanes (IntAverageCodec); 64-bit avg keeps the portable loop (a wrapping 64-bit sum and
+// a 64-bit division, which no vector unit has).
 template <typename T>
 bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
   using Codec = PlainCodec<T>;
@@ -298,15 +376,20 @@ bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count
     case RedOp::kMin: Kernel<Codec, MinOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kMax: Kernel<Codec, MaxOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kProd:
-      if constexpr (sizeof(T) == 4) {
-        Kernel<Codec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
-        return true;
-      } else if constexpr (sizeof(T) == 1) {
+      if constexpr (sizeof(T) == 1) {
         Kernel<ByteProductCodec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
+      } else {
+        Kernel<Codec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);
+      }
+      return true;
+    case RedOp::kAvg:
+      if constexpr (sizeof(T) == 8) {
+        return false;
+      } else {
+        if (nsrc > divisor || divisor < 1) return false;  // quotient may leave the element's range
+        Kernel<IntAverageCodec<T>, SumOp, true>::Run(srcs, nsrc, dst, count, divisor);
         return true;
       }
-      return false;
-    case RedOp::kAvg: return false;
   }
   return false;
 }

@@ -12,9 +12,9 @@ namespace optcast::reduce::detail {
 // AVX-512) and picked at run time for the CPU at hand. Same contract as Combine, arguments
 // already validated; `divisor` is what avg divides by.
 //
-// Returns false for the few type/op pairs that have no vector form on every target (64-bit
-// integer prod, integer avg, which divides 64-bit sums): the caller runs the portable kernel
-// for those.
+// Returns false where there is no vector form: avg of 64-bit integers (a wrapping 64-bit sum
+// divided in 64 bits), and integer avg with nsrc > divisor (the quotient may leave the element's
+// range). The caller runs the portable kernel for those.
 bool RunSimdKernel(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor);
 
 // Name of the instruction set RunSimdKernel uses on this CPU, e.g. "AVX2".

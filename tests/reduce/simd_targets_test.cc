@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -210,9 +212,9 @@ TEST_P(SimdTargetTest, EveryTypeAndOpMatchesSequentialReference) {
   }
 }
 
-// Which pairs have a vector kernel: all but 64-bit integer prod and integer avg, which fall back
-// to the portable loop.
-TEST_P(SimdTargetTest, VectorKernelsCoverEveryPairButWideIntegerProdAndIntegerAvg) {
+// Which pairs have a vector kernel: all but 64-bit integer avg, which falls back to the portable
+// loop (a 64-bit division has no vector instruction).
+TEST_P(SimdTargetTest, VectorKernelsCoverEveryPairBut64BitIntegerAvg) {
   TargetScope scope(GetParam());
   std::vector<uint8_t> a(64, 1), b(64, 2), out(64);
   const void* srcs[2] = {a.data(), b.data()};
@@ -220,12 +222,46 @@ TEST_P(SimdTargetTest, VectorKernelsCoverEveryPairButWideIntegerProdAndIntegerAv
     for (const RedOp op : kAllOps) {
       const bool integer = dtype != DataType::kFloat32 && dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 &&
                            dtype != DataType::kFloat64;
-      const bool portable = integer && (op == RedOp::kAvg || (op == RedOp::kProd && DataTypeSize(dtype) == 8));
+      const bool portable = integer && op == RedOp::kAvg && DataTypeSize(dtype) == 8;
       const size_t count = out.size() / DataTypeSize(dtype);
       EXPECT_EQ(detail::RunSimdKernel(dtype, op, srcs, 2, out.data(), count, 2), !portable)
           << DataTypeName(dtype) << " " << RedOpName(op);
     }
   }
+}
+
+// Integer avg where a float64 path could go wrong: sums at the ends of the range, negative
+// quotients that must truncate toward zero, and unsigned values above INT32_MAX.
+template <typename T>
+void CheckAverageEdges(DataType dtype) {
+  using L = std::numeric_limits<T>;
+  const T edge[] = {L::min(), L::max(), static_cast<T>(L::min() + 1), static_cast<T>(L::max() - 1),
+                    T{0},     T{1},     static_cast<T>(-1),           static_cast<T>(L::max() / 2 + 1)};
+  for (const int nsrc : {2, 3, 5, 8, 13}) {
+    // Every source a different rotation of the edge values, so each element mixes them.
+    const size_t count = 64;
+    std::vector<std::vector<T>> s(nsrc, std::vector<T>(count));
+    for (int k = 0; k < nsrc; ++k) {
+      for (size_t i = 0; i < count; ++i) s[k][i] = edge[(i * (k + 1) + i / 8) % std::size(edge)];
+    }
+    std::vector<const void*> ptrs;
+    for (const auto& src : s) ptrs.push_back(src.data());
+    std::vector<T> got(count);
+    ASSERT_TRUE(Combine(dtype, RedOp::kAvg, ptrs.data(), nsrc, got.data(), count).ok());
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], PlainReference(RedOp::kAvg, s, i)) << DataTypeName(dtype) << " nsrc=" << nsrc << " i=" << i;
+    }
+  }
+}
+
+TEST_P(SimdTargetTest, IntegerAverageAtTheEdgesOfTheRange) {
+  TargetScope scope(GetParam());
+  CheckAverageEdges<int8_t>(DataType::kInt8);
+  CheckAverageEdges<uint8_t>(DataType::kUInt8);
+  CheckAverageEdges<int32_t>(DataType::kInt32);
+  CheckAverageEdges<uint32_t>(DataType::kUInt32);
+  CheckAverageEdges<int64_t>(DataType::kInt64);
+  CheckAverageEdges<uint64_t>(DataType::kUInt64);
 }
 
 // Every float16/bfloat16 pattern through one widen + round: finite values come back unchanged,
