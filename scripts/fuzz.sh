@@ -25,21 +25,7 @@ fi
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=(fuzz_decode fuzz_framing fuzz_server_session fuzz_auth_exchange); fi
 
-if [[ ${OPTCAST_SKIP_SETUP:-0} != 1 ]]; then
-  ./scripts/setup.sh
-  # clang with its runtimes (libFuzzer, ASan, UBSan for clang).
-  missing=()
-  for p in clang libclang-rt-14-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    SUDO=""
-    if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
-fi
+if [[ ${OPTCAST_SKIP_SETUP:-0} != 1 ]]; then ./scripts/setup.sh --fuzz; fi
 
 CC=${CC:-clang}
 CXX=${CXX:-clang++}

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Optcast needs to build and test, from Debian packages. Idempotent.
+#   scripts/setup.sh          # build and test
+#   scripts/setup.sh --fuzz   # also clang with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -20,6 +22,16 @@ PACKAGES=(
   python3-torch libtorch-dev                   # the torch.distributed backend (Debian's /usr/bin/python3)
   pybind11-dev python3-pybind11                # its Python binding
 )
+
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) PACKAGES+=(clang libclang-rt-14-dev) ;;
+    *)
+      echo "usage: $0 [--fuzz]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do
