@@ -62,8 +62,10 @@ Fabric BuildFabric(sg4::Engine& engine, const SimConfig& c) {
   Builder b(c);
   f.uplink_bps = b.uplink_bps();
   const double worker_speed = 1e9;  // workers compute nothing in these models
+  // Tree leaf servers take extra ports on their rack's leaf switch; the uplink stays sized by the
+  // rack_size worker ports, so every algorithm sees the same racks of workers.
   const int leaf_per_rack = c.algo == Algo::kTree ? c.servers : 0;
-  const int workers_per_rack = c.rack_size - leaf_per_rack;
+  const int workers_per_rack = c.rack_size;
   for (int first = 0; first < c.workers; first += workers_per_rack) {
     const int here = std::min(workers_per_rack, c.workers - first);
     auto hosts = b.AddRack("w", here, worker_speed, "leaf", leaf_per_rack, c.reduce_bps);

@@ -3,8 +3,9 @@
 
 // The simulated network: a two-level fat tree (leaf switches joined by a non-blocking spine) built
 // as SimGrid star zones. Each host has one full-duplex link to its leaf switch; each leaf switch
-// one full-duplex uplink of rack_size * link / oversub. Traffic between two hosts of one rack
-// stays below the leaf switch; traffic between racks crosses both racks' uplinks.
+// one full-duplex uplink of rack_size * link / oversub. Workers fill racks of rack_size; flat
+// servers and tree roots fill racks of their own; tree leaf servers sit in their workers' rack. Traffic between two
+// hosts of one rack stays below the leaf switch; traffic between racks crosses both racks' uplinks.
 
 #include <simgrid/s4u.hpp>
 #include <vector>

@@ -67,11 +67,15 @@ class Worker : public Node {
     if (inflight_[j] < client::kMinWindowChunks) return true;
     return inflight_[j] < client::kMaxWindowChunks && inflight_bytes_[j] + bytes <= client::kWindowBytes;
   }
-  // Round robin over the stripes, so every server gets chunk k before any gets chunk k+1.
+  // Round robin over the stripes, so every server gets chunk k before any gets chunk k+1. Each
+  // rank starts at its own stripe: the outbox has only host_flows messages on the wire, and if
+  // every rank began with server 0 they would all crowd the same few servers at once, which real
+  // TCP, sending on every connection at once, does not.
   void FillWindows() {
     for (bool progress = true; progress;) {
       progress = false;
-      for (int j = 0; j < cut_.stripes; ++j) {
+      for (int i = 0; i < cut_.stripes; ++i) {
+        const int j = (rank_ + i) % cut_.stripes;
         if (next_[j] == cut_.Chunks(j)) continue;
         const uint64_t bytes = cut_.ChunkBytes(j, next_[j]);
         if (!Room(j, bytes)) continue;
@@ -145,7 +149,11 @@ class Server : public Node {
   }
   void SendDown(const Msg& m) {
     const std::vector<Node*>& to = per_stripe_children_.empty() ? children_ : per_stripe_children_[m.stripe];
-    for (Node* n : to) Send(n, Msg{Msg::kResult, m.stripe, m.chunk, -1, m.bytes}, WireBytes(m.bytes));
+    // Staggered by stripe and chunk for the same reason as the workers' order.
+    const size_t first = static_cast<size_t>(m.stripe + m.chunk) % to.size();
+    for (size_t i = 0; i < to.size(); ++i) {
+      Send(to[(first + i) % to.size()], Msg{Msg::kResult, m.stripe, m.chunk, -1, m.bytes}, WireBytes(m.bytes));
+    }
   }
 
  public:

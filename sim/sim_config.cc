@@ -30,13 +30,9 @@ Status SimConfig::Validate() const {
   if (workers < 2) return InvalidArgument(fmt::format("--workers {}: need at least 2", workers));
   if (algo != Algo::kRing && servers < 1) return InvalidArgument("--servers must be at least 1");
   if (algo == Algo::kTree && roots < 1) return InvalidArgument("--roots must be at least 1");
-  if (algo == Algo::kTree && servers >= rack_size)
-    return InvalidArgument(
-        fmt::format("--servers {} leaf servers do not fit in a rack of {} ports; raise "
-                    "--rack-size or lower --servers",
-                    servers, rack_size));
-  if (link_bps <= 0 || reduce_bps <= 0) return InvalidArgument("--link and --reduce-rate must be positive");
-  if (latency_s < 0 || per_chunk_s < 0) return InvalidArgument("--latency and --per-chunk must be >= 0");
+  if (link_bps <= 0 || reduce_bps <= 0)
+    return InvalidArgument("--link-mbit, --payload-share and --reduce-gbs must be positive");
+  if (latency_s < 0 || per_chunk_s < 0) return InvalidArgument("--latency-us and --per-chunk-us must be >= 0");
   if (rack_size < 2) return InvalidArgument("--rack-size must be at least 2");
   if (oversub < 1) return InvalidArgument("--oversub must be >= 1 (1 = non-blocking)");
   if (bytes < 4) return InvalidArgument("--bytes must hold at least one float32");

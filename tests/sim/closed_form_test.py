@@ -88,7 +88,7 @@ class Servers(unittest.TestCase):
 
 
 class Tree(unittest.TestCase):
-    def check(self, n, rack, leaves, roots, factor, size=64 * MIB, oversub=1):
+    def check(self, n, rack, leaves, roots, factor, size=32 * MIB, oversub=1):
         r = run("--algo", "tree", "-n", n, "-m", leaves, "--roots", roots, "--bytes", size, "--latency-us", 5,
                 "--rack-size", rack, "--oversub", oversub)
         chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
@@ -98,26 +98,26 @@ class Tree(unittest.TestCase):
 
     def test_link_rate_with_enough_servers(self):
         # 2 racks of 8 workers + 8 leaf servers; 2 roots each take half the stripes of 2 racks.
-        self.check(16, 16, 8, 2, 9 / 8)
+        self.check(16, 8, 8, 2, 9 / 8)
 
     def test_tree_is_immune_to_oversubscription(self):
         # Each rack sends one partial per stripe up: S per uplink, far below 16 B / 4.
-        self.check(16, 16, 8, 2, 9 / 8, oversub=4)
+        self.check(16, 8, 8, 2, 9 / 8, oversub=4)
 
     def test_leaf_fan_in_limits(self):
         # 12 workers per rack on 4 leaf servers: each leaf takes (12 + 1) S / 4 in.
-        self.check(24, 16, 4, 4, 13 / 4)
+        self.check(24, 12, 4, 4, 13 / 4)
 
     def test_root_fan_in_limits(self):
         # 4 racks of 8 workers into 1 root: the root takes 4 S in.
-        self.check(32, 16, 8, 1, 4.0)
+        self.check(32, 8, 8, 1, 4.0)
 
 
 class BadInput(unittest.TestCase):
     def test_errors_name_the_fix(self):
         for args, words in ((["--algo", "hypercube"], "ring, servers or tree"),
                             (["--workers", "1"], "at least 2"),
-                            (["--algo", "tree", "-m", "40", "--rack-size", "32"], "--rack-size"),
+                            (["--oversub", "0.5"], "non-blocking"),
                             (["--bytes", "12Q"], "1M")):
             p = subprocess.run([SIM, *args], capture_output=True, text=True, timeout=30)
             self.assertEqual(p.returncode, 2, args)
