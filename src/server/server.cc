@@ -19,6 +19,7 @@
 #include "server/job.h"
 #include "server/reduce_workers.h"
 #include "server/server_metrics.h"
+#include "server/tree_math.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
 #include "transport/tcp/socket.h"
@@ -55,6 +56,10 @@ struct ConnState {
   int trace_track_tx = 0;
   double rx_start_us = 0;
   double tx_free_us = 0;
+  // Aggregation tree: this connection is a downstream server of its job (its chunks carry
+  // partials), or this server's own link to the parent server for `upstream_of`.
+  bool server_member = false;
+  std::shared_ptr<Job> upstream_of;
 };
 
 namespace {
@@ -80,6 +85,9 @@ constexpr uint64_t kOffloadBytes = 64 * 1024;
 // Finished chunk slots kept for reuse (more are freed): enough for every chunk in flight of
 // many jobs.
 constexpr size_t kMaxFreeSlots = 4096;
+
+// How long a server tries to reach its parent when a job's first rank arrives.
+constexpr std::chrono::milliseconds kUpstreamConnectTimeout{2000};
 
 // Cores this process may run on (its affinity mask, which containers and taskset narrow).
 unsigned UsableCores() {
@@ -248,6 +256,7 @@ class Server::Impl : public transport::MessageHandler {
     auto* cs = static_cast<ConnState*>(c.user_data);
     wire::Message msg;
     OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    if (cs->upstream_of) return OnUpstreamMeta(cs, msg, payload_len, payload_dst);
     switch (msg.type) {
       case wire::MsgType::kHello:
         if (payload_len != 0) return ProtocolError("hello carries a payload");
@@ -259,12 +268,17 @@ class Server::Impl : public transport::MessageHandler {
       case wire::MsgType::kBye:
         if (!cs->job) return ProtocolError("goodbye before hello");
         return Status::Ok();
+      case wire::MsgType::kGrow:
+      case wire::MsgType::kError:
+        if (cs->job && cs->server_member) return OnDownstreamServerMessage(cs, msg);
+        [[fallthrough]];
       default: return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
     }
   }
 
   Status OnMessageComplete(Connection& c) override {
     auto* cs = static_cast<ConnState*>(c.user_data);
+    if (cs->upstream_of) return OnUpstreamComplete(cs);
     if (!cs->rx_chunk) return Status::Ok();
     cs->rx_chunk = false;
     Job* job = cs->job.get();
@@ -287,7 +301,7 @@ class Server::Impl : public transport::MessageHandler {
       observe::TraceComplete("recv", "server", cs->rx_start_us, observe::TraceNowUs(),
                              ChunkArgs(cit->second.desc, slot.ref, bytes), cs->trace_track);
     }
-    if (slot.arrived == slot.expected) CompleteSlot(cs->job, cit, sit);
+    if (SlotFull(*job, slot)) CompleteSlot(cs->job, cit, sit);
     return Status::Ok();
   }
 
@@ -378,6 +392,15 @@ class Server::Impl : public transport::MessageHandler {
 
   // Reading failed: the peer closed, sent garbage, or broke a rule.
   void OnConnectionLost(ConnState* cs, const Status& why) {
+    if (cs->upstream_of) {
+      std::shared_ptr<Job> job = std::move(cs->upstream_of);
+      job->tree->up = nullptr;
+      cs->dead = true;
+      FailJob(
+          job, Code::kPeerFailed,
+          fmt::format("lost the upstream server {} of job {}: {}", job->tree->link->parent(), job->hex, why.message()));
+      return;
+    }
     std::shared_ptr<Job> job = cs->job;
     if (!job) {
       if (cs->challenged) {
@@ -402,9 +425,10 @@ class Server::Impl : public transport::MessageHandler {
       if (!job->colls.empty()) {
         const uint64_t seq = job->colls.begin()->first;
         FailJob(job, Code::kPeerFailed,
-                fmt::format("rank {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
+                fmt::format("{} {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
                             "cannot complete it",
-                            cs->rank, cs->conn->peer(), seq, job->hex, why.message()));
+                            cs->server_member ? "downstream server of member" : "rank", cs->rank, cs->conn->peer(), seq,
+                            job->hex, why.message()));
       } else {
         Log().info("rank {} left job {}", cs->rank, job->hex);
         MaybeRetireJob(job);
@@ -487,7 +511,7 @@ class Server::Impl : public transport::MessageHandler {
     for (auto& [cs, owned] : conns_) {
       if (cs->dead) continue;
       if (cs->closing && now >= cs->close_by) cs->dead = true;
-      if (!cs->job && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
+      if (!cs->job && !cs->upstream_of && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
         if (cs->challenged) {
           ++auth_failures_;
           cs->challenged = false;
@@ -505,6 +529,17 @@ class Server::Impl : public transport::MessageHandler {
         }
       }
     }
+    // A parent that never welcomes this server's hello fails the job below it.
+    std::vector<ConnState*> unwelcomed;
+    for (auto& [cs, owned] : conns_) {
+      if (cs->upstream_of && !cs->closing && !cs->dead && !cs->upstream_of->tree->link->welcomed() &&
+          now - cs->accepted_at > opts_.hello_timeout) {
+        unwelcomed.push_back(cs);
+      }
+    }
+    for (ConnState* cs : unwelcomed) {
+      OnConnectionLost(cs, TimeoutError(fmt::format("no welcome within {} ms", opts_.hello_timeout.count())));
+    }
     std::vector<std::shared_ptr<Job>> expired;
     for (auto& [id, job] : jobs_) {
       if (!job->colls.empty() && now - job->last_progress > opts_.job_timeout) expired.push_back(job);
@@ -513,6 +548,7 @@ class Server::Impl : public transport::MessageHandler {
       const CollState& oldest = job->colls.begin()->second;
       std::vector<uint32_t> missing;
       for (uint32_t r = 0; r < job->nranks; ++r) {
+        if (job->tree && !job->tree->members.is_member(r)) continue;  // joined another server of the tree
         bool lacks = job->ranks[r] == nullptr;
         for (const auto& [key, slot] : oldest.slots) {
           const bool expects = oldest.desc.coll != CollType::kAllGather || key.first == r;
@@ -594,6 +630,12 @@ class Server::Impl : public transport::MessageHandler {
       jobs_active_.store(jobs_.size());
       metrics_.JobCreated();
       Log().info("job {} created ({} ranks)", hex, h.nranks);
+      if (opts_.upstream) {
+        if (Status st = OpenUpstream(job, h.rank); !st.ok()) {
+          FailJob(job, st.code(), st.message());
+          return Refuse(cs, st);
+        }
+      }
     } else {
       job = it->second;
       if (job->nranks != h.nranks) {
@@ -614,6 +656,13 @@ class Server::Impl : public transport::MessageHandler {
     job->ranks[h.rank] = cs;
     cs->job = job;
     cs->rank = h.rank;
+    cs->server_member = (h.flags & wire::kHelloFromServer) != 0;
+    if (job->tree || cs->server_member) {
+      if (Status st = TreeJoin(job, h.rank, cs->server_member); !st.ok()) {
+        FailJob(job, st.code(), st.message());
+        return Status(Code::kCancelled, "job failed");
+      }
+    }
     if (observe::TraceOn()) {
       const std::string who = fmt::format("job {} rank {} ({})", hex.substr(0, 8), h.rank, cs->conn->peer());
       cs->trace_track = observe::NewTraceTrack(who + " recv");
@@ -638,10 +687,19 @@ class Server::Impl : public transport::MessageHandler {
     std::shared_ptr<Job> job = cs->job;
     const wire::CollDesc& d = chunk.desc;
     OPTCAST_RETURN_IF_ERROR(ValidateChunk(chunk, job->nranks, cs->rank));
-    const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(d.dtype);
+    if (job->tree && d.coll != CollType::kAllReduce) {
+      FailJob(job, Code::kInvalidArgument,
+              fmt::format("collective #{} of job {} is a {}, but an aggregation tree carries only allreduce; run "
+                          "{} over a flat server list (OPTCAST_SERVERS naming servers without --upstream)",
+                          d.coll_seq, job->hex, CollTypeName(d.coll), CollTypeName(d.coll)));
+      return Status(Code::kCancelled, "job failed");
+    }
+    // A downstream server sends partials, which may be wider than the elements (tree_math.h).
+    const DataType wire_type = cs->server_member ? PartialType(d.dtype, d.op) : d.dtype;
+    const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(wire_type);
     if (payload_len != expect_bytes) {
       return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
-                                       DataTypeName(d.dtype), payload_len, expect_bytes));
+                                       DataTypeName(wire_type), payload_len, expect_bytes));
     }
     if (job->departed_count > 0 && job->colls.find(d.coll_seq) == job->colls.end()) {
       const uint32_t r = static_cast<uint32_t>(std::find(job->departed.begin(), job->departed.end(), uint8_t{1}) -
@@ -746,6 +804,10 @@ class Server::Impl : public transport::MessageHandler {
 
   void CompleteSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
                     std::map<SlotKey, Slot>::iterator sit) {
+    if (job->tree) {
+      TreeCompleteSlot(job, cit, sit);
+      return;
+    }
     CollState& coll = cit->second;
     Slot& slot = sit->second;
     const wire::CollDesc& d = coll.desc;
@@ -854,8 +916,9 @@ class Server::Impl : public transport::MessageHandler {
     Slot& slot = sit->second;
     const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
     const wire::ChunkDone done{d.coll_seq, slot.ref};
-    const std::shared_ptr<uint8_t>& result = slot.contribs[0];
+    const std::shared_ptr<uint8_t>& result = job->tree ? slot.tree_buf : slot.contribs[0];
     for (uint32_t r = 0; r < job->nranks; ++r) {
+      if (job->tree && !job->tree->members.is_member(r)) continue;
       --job->open_chunks[r];
       OutMessage m;
       if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
@@ -898,6 +961,7 @@ class Server::Impl : public transport::MessageHandler {
 
   void RecycleSlot(std::map<SlotKey, Slot>::node_type node) {
     node.mapped().contribs.clear();  // lets go of the buffers now
+    node.mapped().tree_buf.reset();
     if (free_slots_.size() < kMaxFreeSlots) free_slots_.push_back(std::move(node));
   }
 
@@ -916,6 +980,284 @@ class Server::Impl : public transport::MessageHandler {
     if (!job || job->failed) return;
     --job->open_chunks[rank];
     SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+  }
+
+  // ---- aggregation tree (docs/tree.md; the arithmetic is in tree_math.h) ----
+
+  // A slot is ready when every member contributed: all ranks of a flat job; the members of a
+  // tree job once it is sealed (until then more may join).
+  static bool SlotFull(const Job& job, const Slot& slot) {
+    if (!job.tree) return slot.arrived == slot.expected;
+    return job.tree->members.sealed() && slot.arrived == job.tree->members.members();
+  }
+
+  Status TreeJoin(const std::shared_ptr<Job>& job, uint32_t index, bool server) {
+    if (!job->tree) {
+      // A flat job turns into a tree root when a downstream server joins: its ranks so far count.
+      job->tree = std::make_unique<TreeState>(job->nranks);
+      for (uint32_t r = 0; r < job->nranks; ++r) {
+        if (r != index && job->ranks[r] != nullptr) OPTCAST_RETURN_IF_ERROR(job->tree->members.Add(r, false));
+      }
+    }
+    OPTCAST_RETURN_IF_ERROR(job->tree->members.Add(index, server));
+    return TreeMembershipChanged(job);
+  }
+
+  // Grow and Error from a downstream server of a job.
+  Status OnDownstreamServerMessage(ConnState* cs, const wire::Message& msg) {
+    std::shared_ptr<Job> job = cs->job;
+    if (msg.type == wire::MsgType::kError) {
+      FailJob(job, msg.error.code,
+              fmt::format("downstream server {} (member {}) failed: {}", cs->conn->peer(), cs->rank, msg.error.text));
+      return Status(Code::kCancelled, "job failed");
+    }
+    if (Status st = job->tree->members.Grow(cs->rank, msg.grow.weight, msg.grow.min_rank); !st.ok()) {
+      FailJob(job, st.code(), fmt::format("job {}: {}", job->hex, st.message()));
+      return Status(Code::kCancelled, "job failed");
+    }
+    if (Status st = TreeMembershipChanged(job); !st.ok()) {
+      FailJob(job, st.code(), st.message());
+      return Status(Code::kCancelled, "job failed");
+    }
+    return Status::Ok();
+  }
+
+  // Below the root, the parent learns how many ranks this server carries; at the root, the job is
+  // sealed once all its ranks have joined the tree.
+  Status TreeMembershipChanged(const std::shared_ptr<Job>& job) {
+    TreeState& t = *job->tree;
+    if (t.link) {
+      if (t.members.weight() == 0) return Status::Ok();
+      SendUpstream(*job, transport::MakeOutMessage(
+                             wire::EncodeGrow(wire::Grow{t.members.weight(), t.members.min_rank()}), nullptr, 0));
+      return Status::Ok();
+    }
+    if (t.members.complete()) return SealTree(job);
+    return Status::Ok();
+  }
+
+  // Fixes the member set, tells the downstream servers, and completes the slots that were only
+  // waiting for that.
+  Status SealTree(const std::shared_ptr<Job>& job) {
+    TreeState& t = *job->tree;
+    OPTCAST_RETURN_IF_ERROR(t.members.Seal());
+    for (uint32_t index : t.members.servers()) {
+      SendTo(*job, index, transport::MakeOutMessage(wire::EncodeSealed(job->nranks), nullptr, 0));
+    }
+    std::vector<std::pair<uint64_t, SlotKey>> full;
+    for (auto& [seq, coll] : job->colls) {
+      for (auto& [key, slot] : coll.slots) {
+        if (SlotFull(*job, slot)) full.emplace_back(seq, key);
+      }
+    }
+    for (const auto& [seq, key] : full) {
+      if (job->failed) break;
+      auto cit = job->colls.find(seq);
+      if (cit == job->colls.end()) continue;
+      auto sit = cit->second.slots.find(key);
+      if (sit != cit->second.slots.end()) CompleteSlot(job, cit, sit);
+    }
+    return Status::Ok();
+  }
+
+  // Combines the members' contributions in the sealed order into a partial; a server with a
+  // parent sends it up and waits for the result, the root finishes it and sends it down.
+  void TreeCompleteSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
+                        std::map<SlotKey, Slot>::iterator sit) {
+    TreeState& t = *job->tree;
+    const wire::CollDesc& d = cit->second.desc;
+    Slot& slot = sit->second;
+    const DataType pt = PartialType(d.dtype, d.op);
+    const uint64_t pbytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(pt);
+    const uint64_t capacity = BufferPool::CapacityFor(pbytes);
+    const MemoryBudget* refused = nullptr;
+    if (!job->memory->TryCharge(capacity, &refused)) {
+      (void)FailJobForMemory(job, *refused, capacity, "a partial result");
+      return;
+    }
+    std::shared_ptr<uint8_t> out = pool_.Get(pbytes, job->memory);
+    if (!out) {
+      FailJob(job, Code::kResourceExhausted, fmt::format("cannot allocate {} bytes for a partial result", pbytes));
+      return;
+    }
+    const std::vector<uint32_t>& order = t.members.order();
+    srcs_scratch_.resize(order.size());
+    tree_partial_flags_.reset(new bool[order.size()]);
+    for (size_t i = 0; i < order.size(); ++i) {
+      srcs_scratch_[i] = slot.contribs[order[i]].get();
+      tree_partial_flags_[i] = t.members.is_server(order[i]);
+    }
+    observe::TraceSpan span("reduce", "server");
+    const auto t0 = Clock::now();
+    Status st = CombineToPartial(d.dtype, d.op, srcs_scratch_.data(), tree_partial_flags_.get(),
+                                 static_cast<int>(order.size()), out.get(), slot.ref.count, &tree_scratch_);
+    if (st.ok() && !t.link) st = FinishPartial(d.dtype, d.op, out.get(), slot.ref.count, job->nranks);
+    metrics_.Reduced(Clock::now() - t0);
+    if (span.on()) span.args() = ChunkArgs(d, slot.ref, pbytes).Add("members", order.size());
+    if (!st.ok()) {
+      FailJob(job, Code::kInternal, "reduction failed: " + st.message());
+      return;
+    }
+    slot.contribs.assign(slot.contribs.size(), nullptr);  // the members' buffers are no longer needed
+    slot.tree_buf = out;
+    if (!t.link) {
+      SendReduced(job, cit, sit);
+      return;
+    }
+    OutMessage m;
+    const wire::Chunk chunk{d, slot.ref};
+    wire::EncodeChunkTo(chunk, transport::StartOutMessage(&m, wire::kChunkMetaBytes, out.get(), pbytes));
+    m.keepalive = out;
+    SendUpstream(*job, std::move(m));
+  }
+
+  void SendUpstream(Job& job, OutMessage msg) {
+    ConnState* up = job.tree->up;
+    if (up == nullptr || up->closing || up->dead) return;
+    if (!job.tree->link->welcomed()) {
+      job.tree->link->Hold(std::move(msg));
+      return;
+    }
+    bytes_out_ += msg.payload_len;
+    metrics_.BytesOut(msg.payload_len);
+    up->conn->Send(std::move(msg));
+    MarkDirty(up);
+  }
+
+  // Joins the parent's job as one member: one connection per job, so a server holds its own
+  // ranks' connections plus one per job upstream.
+  Status OpenUpstream(const std::shared_ptr<Job>& job, uint32_t first_rank) {
+    const std::string parent = opts_.upstream->ToString();
+    transport::tcp::Socket s;
+    // On the event loop: a parent that does not answer stalls it for this long at most.
+    Status st = transport::tcp::Connect(*opts_.upstream, Deadline::After(kUpstreamConnectTimeout), &s);
+    if (st.ok()) st = transport::tcp::ConfigureDataSocket(s.fd(), true);
+    if (!st.ok()) {
+      return Status(Code::kUnavailable, fmt::format("this server cannot reach its upstream server {} for job {}: {}; "
+                                                    "start the parent first or fix --upstream / the topology file",
+                                                    parent, job->hex, st.message()));
+    }
+    auto cs = std::make_unique<ConnState>();
+    cs->conn = std::make_unique<Connection>(std::move(s), opts_.max_payload, "upstream " + parent);
+    cs->conn->user_data = cs.get();
+    OPTCAST_RETURN_IF_ERROR(poller_.Add(cs->conn->fd(), cs.get(), true, false));
+    cs->upstream_of = job;
+    job->tree = std::make_unique<TreeState>(job->nranks);
+    const wire::Hello hello{job->id, job->nranks, first_rank, wire::kHelloFromServer};
+    job->tree->link = std::make_unique<UpstreamLink>(parent, opts_.secret, hello);
+    job->tree->up = cs.get();
+    cs->conn->Send(job->tree->link->HelloMessage());
+    MarkDirty(cs.get());
+    conns_.emplace(cs.get(), std::move(cs));
+    connections_.store(conns_.size());
+    return Status::Ok();
+  }
+
+  // Ends this server's membership upstream with `farewell` (a Bye, or the Error that failed the job).
+  void CloseUpstream(Job& job, const std::vector<uint8_t>& farewell) {
+    if (!job.tree || job.tree->up == nullptr) return;
+    ConnState* up = job.tree->up;
+    if (!job.tree->link->welcomed() && !up->closing && !up->dead) {
+      if (job.tree->link->close_after_welcome()) return;
+      job.tree->link->Hold(transport::MakeOutMessage(farewell, nullptr, 0));
+      job.tree->link->CloseAfterWelcome();
+      return;
+    }
+    job.tree->up = nullptr;
+    up->upstream_of.reset();
+    if (up->closing || up->dead) return;
+    if (job.tree->link->welcomed() && !farewell.empty()) {
+      up->conn->Send(transport::MakeOutMessage(farewell, nullptr, 0));
+    }
+    up->closing = true;
+    up->close_by = Clock::now() + std::chrono::seconds(5);
+    MarkDirty(up);
+  }
+
+  // Messages from the parent: the handshake, Sealed, the results, or an Error that ends the job.
+  Status OnUpstreamMeta(ConnState* cs, const wire::Message& msg, uint64_t payload_len, uint8_t** payload_dst) {
+    std::shared_ptr<Job> job = cs->upstream_of;
+    TreeState& t = *job->tree;
+    switch (msg.type) {
+      case wire::MsgType::kChallenge:
+      case wire::MsgType::kWelcome: {
+        std::vector<OutMessage> reply;
+        OPTCAST_RETURN_IF_ERROR(t.link->OnHandshake(msg, &reply));
+        for (auto& m : reply) cs->conn->Send(std::move(m));
+        if (t.link->welcomed()) {
+          for (auto& m : t.link->TakeHeld()) SendUpstream(*job, std::move(m));
+          if (t.link->close_after_welcome()) {
+            CloseUpstream(*job, {});  // the farewell just went out with the held messages
+            return Status::Ok();
+          }
+        }
+        MarkDirty(cs);
+        return Status::Ok();
+      }
+      case wire::MsgType::kSealed:
+        if (!t.link->welcomed() || msg.sealed_nranks != job->nranks) {
+          return ProtocolError("the upstream server sealed the job before its welcome, or with another rank count");
+        }
+        if (Status st = SealTree(job); !st.ok()) {
+          FailJob(job, st.code(), st.message());
+          return Status(Code::kCancelled, "job failed");
+        }
+        return Status::Ok();
+      case wire::MsgType::kError:
+        FailJob(job, msg.error.code,
+                fmt::format("the upstream server {} failed job {}: {}", t.link->parent(), job->hex, msg.error.text));
+        return Status(Code::kCancelled, "job failed");
+      case wire::MsgType::kResult: {
+        auto cit = job->colls.find(msg.done.coll_seq);
+        const SlotKey key{msg.done.ref.segment, msg.done.ref.offset};
+        if (cit == job->colls.end() || cit->second.slots.count(key) == 0) {
+          return ProtocolError(
+              fmt::format("the upstream server sent a result for element {} of collective #{}, "
+                          "which this server did not send",
+                          msg.done.ref.offset, msg.done.coll_seq));
+        }
+        Slot& slot = cit->second.slots.at(key);
+        const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
+        if (msg.done.ref.count != slot.ref.count || payload_len != bytes) {
+          return ProtocolError(
+              fmt::format("the upstream result at element {} has {} elements ({} bytes); "
+                          "expected {} ({} bytes)",
+                          msg.done.ref.offset, msg.done.ref.count, payload_len, slot.ref.count, bytes));
+        }
+        const uint64_t capacity = BufferPool::CapacityFor(bytes);
+        const MemoryBudget* refused = nullptr;
+        if (!job->memory->TryCharge(capacity, &refused)) {
+          return FailJobForMemory(job, *refused, capacity, "an upstream result");
+        }
+        auto buf = pool_.Get(bytes, job->memory);
+        if (!buf) return ResourceExhausted(fmt::format("cannot allocate {} bytes for a result", bytes));
+        slot.tree_buf = buf;  // the partial sent up stays alive in its message until written
+        *payload_dst = buf.get();
+        cs->rx_chunk = true;
+        cs->rx_seq = msg.done.coll_seq;
+        cs->rx_key = key;
+        return Status::Ok();
+      }
+      default:
+        return ProtocolError(fmt::format("the upstream server {} sent message type {}, which a parent never sends",
+                                         t.link->parent(), static_cast<int>(msg.type)));
+    }
+  }
+
+  Status OnUpstreamComplete(ConnState* cs) {
+    if (!cs->rx_chunk) return Status::Ok();
+    cs->rx_chunk = false;
+    std::shared_ptr<Job> job = cs->upstream_of;
+    if (!job || job->failed) return Status::Ok();
+    auto cit = job->colls.find(cs->rx_seq);
+    if (cit == job->colls.end()) return InternalError("collective vanished while receiving its result");
+    auto sit = cit->second.slots.find(cs->rx_key);
+    if (sit == cit->second.slots.end()) return InternalError("chunk slot vanished while receiving its result");
+    job->last_progress = Clock::now();
+    last_activity_ = job->last_progress;
+    bytes_in_ += static_cast<uint64_t>(sit->second.ref.count) * DataTypeSize(cit->second.desc.dtype);
+    SendReduced(job, cit, sit);
+    return Status::Ok();
   }
 
   // ---- limits ----
@@ -965,6 +1307,7 @@ class Server::Impl : public transport::MessageHandler {
     metrics_.Error(code);
     Log().warn("job {} failed: {}", job->hex, text);
     const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
+    CloseUpstream(*job, wire::EncodeError(wire::ErrorMsg{code, seq, text}));
     for (uint32_t r = 0; r < job->nranks; ++r) {
       ConnState* cs = job->ranks[r];
       if (cs == nullptr) continue;
@@ -1017,6 +1360,7 @@ class Server::Impl : public transport::MessageHandler {
     }
     if (!job->colls.empty()) return;
     Log().info("job {} finished", job->hex);
+    CloseUpstream(*job, wire::EncodeBye());
     jobs_.erase(job->id);
     jobs_active_.store(jobs_.size());
   }
@@ -1094,6 +1438,8 @@ class Server::Impl : public transport::MessageHandler {
   std::vector<ChunkReduction*> free_tasks_;
   std::vector<ReduceTask*> finished_scratch_;
   std::vector<const void*> srcs_scratch_;
+  std::unique_ptr<bool[]> tree_partial_flags_;
+  std::vector<uint8_t> tree_scratch_;
   std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
   std::atomic<uint64_t> reduce_threads_{0};
 

@@ -1,0 +1,249 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Aggregation trees of depth 2 and 3 on loopback: every dtype and op against the tree reference,
+// bitwise-equal results across runs, authentication between servers, a clear error for
+// collectives a tree does not carry, and an inner server dying mid-collective.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "harness.h"
+#include "optcast/communicator.h"
+#include "optcast/job_id.h"
+#include "tree_farm.h"
+#include "tree_reference.h"
+
+namespace optcast::tree {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Depth 2: a root (0) and three leaves; ranks interleave over the leaves, and rank 6 talks to the
+// root itself, so the root mixes its own rank with partials.
+TreeShape Depth2() { return TreeShape{{-1, 0, 0, 0}, {1, 2, 3, 1, 2, 1, 0}}; }
+
+// Depth 3: root 0, inner servers 1 and 2, leaves 3 and 4 under 1, leaf 5 under 2; rank 6 talks to
+// inner server 2 and rank 7 to the root.
+TreeShape Depth3() { return TreeShape{{-1, 0, 0, 1, 1, 2}, {3, 4, 5, 3, 4, 5, 2, 0}}; }
+
+server::ServerOptions TreeServerOptions() {
+  server::ServerOptions o = e2e::TestServerOptions();
+  o.reduce_threads = 0;
+  return o;
+}
+
+constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64,
+                                  DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,    DataType::kUInt32,
+                                  DataType::kInt64,   DataType::kUInt64};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin, RedOp::kMax, RedOp::kAvg};
+
+struct RankRun {
+  Status status;
+  std::vector<uint64_t> hashes;  // one per collective
+};
+
+// Each rank runs every (dtype, op) allreduce of `count` elements through its server and checks it.
+std::vector<RankRun> RunAllTypes(TreeFarm& farm, const TreeShape& shape, size_t count, const e2e::CommConfig& config,
+                                 uint64_t seed, const std::vector<DataType>& types, const std::vector<RedOp>& ops,
+                                 milliseconds stagger = milliseconds(0)) {
+  const JobId job = JobId::Random();
+  std::vector<RankRun> out(shape.nranks());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < shape.nranks(); ++r) {
+    threads.emplace_back([&, r] {
+      // Ranks join in a different order on each run when staggered (highest rank first).
+      std::this_thread::sleep_for(stagger * (shape.nranks() - r));
+      std::unique_ptr<Communicator> comm;
+      Status st = e2e::MakeComm({farm.address(shape.rank_node[r])}, job, shape.nranks(), r, config, &comm);
+      int k = 0;
+      for (DataType dt : types) {
+        for (RedOp op : ops) {
+          if (!st.ok()) break;
+          const uint64_t s = seed + static_cast<uint64_t>(k++);
+          const size_t es = DataTypeSize(dt);
+          std::vector<uint8_t> in(count * es), got(count * es);
+          e2e::FillInput(dt, op, s, r, 0, count, in.data());
+          st = comm->AllReduce(in.data(), got.data(), count, dt, op);
+          if (st.ok()) {
+            const std::string err = VerifyTree(shape, got.data(), dt, op, s, count);
+            if (!err.empty()) st = InternalError("wrong result: " + err);
+          }
+          out[r].hashes.push_back(e2e::HashBytes(got.data(), got.size()));
+        }
+      }
+      out[r].status = st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+void ExpectAllOk(const std::vector<RankRun>& runs) {
+  for (size_t r = 0; r < runs.size(); ++r)
+    EXPECT_TRUE(runs[r].status.ok()) << "rank " << r << ": " << runs[r].status.ToString();
+}
+
+std::vector<DataType> AllTypes() { return {std::begin(kAllTypes), std::end(kAllTypes)}; }
+std::vector<RedOp> AllOps() { return {std::begin(kAllOps), std::end(kAllOps)}; }
+
+e2e::CommConfig SmallChunks() {
+  e2e::CommConfig c;
+  c.chunk_bytes = 4096;  // several chunks per collective, so chunks pipeline through the tree
+  return c;
+}
+
+TEST(Tree, Depth2EveryTypeAndOp) {
+  const TreeShape shape = Depth2();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), AllOps()));
+}
+
+TEST(Tree, Depth3EveryTypeAndOp) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 200, AllTypes(), AllOps()));
+}
+
+TEST(Tree, SingleChunkAndSingleElement) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 1, e2e::CommConfig{}, 300, AllTypes(), {RedOp::kSum, RedOp::kAvg}));
+  ExpectAllOk(RunAllTypes(farm, shape, 777, e2e::CommConfig{}, 310, AllTypes(), {RedOp::kSum}));
+}
+
+// The servers prove the deployment secret to their parents the way workers prove it to them.
+TEST(Tree, AuthenticatedDepth3) {
+  const TreeShape shape = Depth3();
+  server::ServerOptions o = TreeServerOptions();
+  o.secret = "tree-test-secret-0123456789abcdef";
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  e2e::CommConfig c = SmallChunks();
+  c.secret = o.secret;
+  ExpectAllOk(RunAllTypes(farm, shape, 2000, c, 400, {DataType::kFloat32, DataType::kBFloat16}, {RedOp::kSum}));
+}
+
+// A server whose secret differs from its parent's cannot join the parent's job: every rank below
+// it gets an error.
+TEST(Tree, WrongSecretBetweenServersFailsTheJob) {
+  server::ServerOptions o = TreeServerOptions();
+  o.secret = "parent-secret-0123456789abcdef";
+  TreeFarm farm;
+  // Build by hand: the root with one secret, the leaves with another.
+  ASSERT_TRUE(farm.Start({-1}, o).ok());
+  server::ServerOptions leaf = o;
+  leaf.secret = "leaf-secret-0123456789abcdef00";
+  leaf.upstream = transport::Endpoint{"127.0.0.1", farm.server(0).port()};
+  server::Server s(leaf);
+  ASSERT_TRUE(s.Start().ok());
+  std::thread t([&] { (void)s.Run(); });
+  e2e::CommConfig c;
+  c.secret = leaf.secret;
+  c.timeout = milliseconds(15000);
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> comm;
+  Status st = e2e::MakeComm({"127.0.0.1:" + std::to_string(s.port())}, job, 2, 0, c, &comm);
+  if (st.ok()) {
+    std::vector<float> in(16, 1.0f), got(16);
+    st = comm->AllReduce(in.data(), got.data(), 16, DataType::kFloat32, RedOp::kSum);
+  }
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("authentication"), std::string::npos) << st.ToString();
+  s.Stop();
+  t.join();
+}
+
+// The same job, run twice with the ranks joining in different orders, gives bitwise-equal floats.
+TEST(Tree, DeterministicAcrossRuns) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  const std::vector<DataType> types = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64};
+  const auto a = RunAllTypes(farm, shape, 4099, SmallChunks(), 500, types, {RedOp::kSum, RedOp::kAvg});
+  const auto b =
+      RunAllTypes(farm, shape, 4099, SmallChunks(), 500, types, {RedOp::kSum, RedOp::kAvg}, milliseconds(20));
+  ExpectAllOk(a);
+  ExpectAllOk(b);
+  for (int r = 0; r < shape.nranks(); ++r) {
+    EXPECT_EQ(a[r].hashes, b[r].hashes) << "rank " << r << " got different bits on the second run";
+    EXPECT_EQ(a[r].hashes, a[0].hashes) << "rank " << r << " and rank 0 disagree";
+  }
+}
+
+// A tree carries allreduce only; other collectives fail with an error that says so.
+TEST(Tree, ReduceScatterFailsWithAClearError) {
+  const TreeShape shape = Depth2();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  const JobId job = JobId::Random();
+  std::vector<Status> st(shape.nranks());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < shape.nranks(); ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
+      e2e::CommConfig c;
+      c.timeout = milliseconds(15000);
+      st[r] = e2e::MakeComm({farm.address(shape.rank_node[r])}, job, shape.nranks(), r, c, &comm);
+      if (!st[r].ok()) return;
+      std::vector<float> in(64 * shape.nranks(), 1.0f), got(64);
+      st[r] = comm->ReduceScatter(in.data(), got.data(), 64, DataType::kFloat32, RedOp::kSum);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < shape.nranks(); ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r;
+    EXPECT_NE(st[r].message().find("aggregation tree carries only allreduce"), std::string::npos)
+        << "rank " << r << ": " << st[r].ToString();
+  }
+}
+
+// An inner server dies while collectives run: every rank, below it or elsewhere in the tree, gets
+// an error well within the job timeout, and none hangs.
+TEST(Tree, InnerServerKilledMidCollectiveFailsEveryRank) {
+  const TreeShape shape = Depth3();
+  server::ServerOptions o = TreeServerOptions();
+  o.job_timeout = milliseconds(8000);
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  const JobId job = JobId::Random();
+  std::atomic<int> done{0};
+  std::vector<Status> st(shape.nranks());
+  std::vector<Clock::time_point> failed_at(shape.nranks());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < shape.nranks(); ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
+      e2e::CommConfig c = SmallChunks();
+      c.timeout = milliseconds(20000);
+      st[r] = e2e::MakeComm({farm.address(shape.rank_node[r])}, job, shape.nranks(), r, c, &comm);
+      const size_t count = 1 << 16;
+      std::vector<float> in(count, 1.0f), got(count);
+      for (int i = 0; st[r].ok() && i < 100000; ++i) {
+        st[r] = comm->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+        if (st[r].ok() && got[count - 1] != static_cast<float>(shape.nranks())) st[r] = InternalError("wrong sum");
+        if (r == 0) done.store(i + 1);
+      }
+      failed_at[r] = Clock::now();
+    });
+  }
+  ASSERT_TRUE(e2e::WaitFor([&] { return done.load() >= 3; }, milliseconds(30000)));
+  const auto killed_at = Clock::now();
+  farm.Kill(1);  // the inner server above leaves 3 and 4
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < shape.nranks(); ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r << " finished 100000 collectives without noticing";
+    EXPECT_NE(st[r].code(), Code::kInternal) << "rank " << r << ": " << st[r].ToString();
+    const auto waited = std::chrono::duration_cast<milliseconds>(failed_at[r] - killed_at);
+    EXPECT_LT(waited.count(), o.job_timeout.count())
+        << "rank " << r << " learned of the failure after " << waited.count() << " ms: " << st[r].ToString();
+  }
+}
+
+}  // namespace
+}  // namespace optcast::tree
