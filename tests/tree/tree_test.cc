@@ -159,6 +159,61 @@ TEST(Tree, WrongSecretBetweenServersFailsTheJob) {
   t.join();
 }
 
+// Two jobs at once on the same servers, placed differently, each get their own tree's result.
+TEST(Tree, TwoJobsAtOnce) {
+  const TreeShape a = Depth3();
+  TreeShape b = Depth3();
+  b.rank_node = {5, 5, 3, 4, 0, 2};  // 6 ranks, another placement
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(a.parent, TreeServerOptions()).ok());
+  std::vector<RankRun> ra, rb;
+  std::thread ta([&] { ra = RunAllTypes(farm, a, 2500, SmallChunks(), 600, AllTypes(), {RedOp::kSum, RedOp::kMax}); });
+  std::thread tb([&] { rb = RunAllTypes(farm, b, 1700, SmallChunks(), 700, AllTypes(), {RedOp::kAvg, RedOp::kProd}); });
+  ta.join();
+  tb.join();
+  ExpectAllOk(ra);
+  ExpectAllOk(rb);
+}
+
+// Each server holds connections for its fan-in only: its own ranks, its child servers, and one
+// to its parent per job, however many ranks the job has.
+TEST(Tree, ConnectionsFollowTheFanIn) {
+  const TreeShape shape = Depth3();  // 8 ranks
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  const JobId job = JobId::Random();
+  std::atomic<int> ready{0};
+  std::atomic<bool> release{false};
+  std::vector<Status> st(shape.nranks());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < shape.nranks(); ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
+      st[r] = e2e::MakeComm({farm.address(shape.rank_node[r])}, job, shape.nranks(), r, e2e::CommConfig{}, &comm);
+      std::vector<float> in(100, 1.0f), got(100);
+      if (st[r].ok()) st[r] = comm->AllReduce(in.data(), got.data(), 100, DataType::kFloat32, RedOp::kSum);
+      ++ready;
+      e2e::WaitFor([&] { return release.load(); }, milliseconds(20000));
+    });
+  }
+  ASSERT_TRUE(e2e::WaitFor([&] { return ready.load() == shape.nranks(); }, milliseconds(20000)));
+  for (size_t node = 0; node < shape.parent.size(); ++node) {
+    uint64_t fan_in = shape.parent[node] >= 0 ? 1 : 0;  // the link to the parent
+    for (int r = 0; r < shape.nranks(); ++r) fan_in += shape.rank_node[r] == static_cast<int>(node) ? 1 : 0;
+    for (size_t c = 0; c < shape.parent.size(); ++c) fan_in += shape.parent[c] == static_cast<int>(node) ? 1 : 0;
+    EXPECT_EQ(farm.server(static_cast<int>(node)).stats().connections, fan_in) << "server " << node;
+    EXPECT_EQ(farm.server(static_cast<int>(node)).stats().jobs_active, 1u) << "server " << node;
+  }
+  release = true;
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < shape.nranks(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  // Once the ranks leave, every server of the tree forgets the job.
+  for (size_t node = 0; node < shape.parent.size(); ++node) {
+    EXPECT_TRUE(e2e::WaitFor([&] { return farm.server(static_cast<int>(node)).stats().jobs_active == 0; }))
+        << "server " << node << " still holds the job";
+  }
+}
+
 // The same job, run twice with the ranks joining in different orders, gives bitwise-equal floats.
 TEST(Tree, DeterministicAcrossRuns) {
   const TreeShape shape = Depth3();
