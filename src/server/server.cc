@@ -560,7 +560,7 @@ class Server::Impl : public transport::MessageHandler {
               fmt::format("collective #{} ({}) of job {} made no progress for {} ms; still waiting for rank(s) "
                           "{}; a rank may be stuck or dead",
                           oldest.desc.coll_seq, DescribeColl(oldest.desc), job->hex, opts_.job_timeout.count(),
-                          missing.empty() ? std::string("(unknown)") : fmt::format("{}", fmt::join(missing, ","))));
+                          TreeWaitingFor(*job, missing)));
     }
   }
 

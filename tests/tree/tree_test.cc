@@ -214,6 +214,58 @@ TEST(Tree, ConnectionsFollowTheFanIn) {
   }
 }
 
+// A rank that never joins: its leaf's ranks and every other rank time out, with an error saying
+// what the tree waited for.
+TEST(Tree, AMissingRankTimesOutEverywhere) {
+  const TreeShape shape = Depth2();  // 7 ranks; rank 2 (leaf 3's only rank) never comes
+  server::ServerOptions o = TreeServerOptions();
+  o.job_timeout = milliseconds(1500);
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  const JobId job = JobId::Random();
+  std::vector<Status> st(shape.nranks());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < shape.nranks(); ++r) {
+    if (r == 2) continue;
+    threads.emplace_back([&, r] {
+      e2e::CommConfig c;
+      c.timeout = milliseconds(10000);
+      std::unique_ptr<Communicator> comm;
+      st[r] = e2e::MakeComm({farm.address(shape.rank_node[r])}, job, shape.nranks(), r, c, &comm);
+      std::vector<float> in(100, 1.0f), got(100);
+      if (st[r].ok()) st[r] = comm->AllReduce(in.data(), got.data(), 100, DataType::kFloat32, RedOp::kSum);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < shape.nranks(); ++r) {
+    if (r == 2) continue;
+    EXPECT_EQ(st[r].code(), Code::kTimeout) << "rank " << r << ": " << st[r].ToString();
+    // The root counts 6 of 7 ranks; the leaves wait for it to report that every rank has joined.
+    EXPECT_NE(st[r].message().find("joined the tree"), std::string::npos) << "rank " << r << ": " << st[r].ToString();
+  }
+}
+
+// A leaf whose parent is not there refuses the job's ranks with the reason.
+TEST(Tree, UnreachableParentIsNamed) {
+  server::ServerOptions o = TreeServerOptions();
+  o.upstream = transport::Endpoint{"127.0.0.1", 1};  // nothing listens on port 1
+  server::Server leaf(o);
+  ASSERT_TRUE(leaf.Start().ok());
+  std::thread t([&] { (void)leaf.Run(); });
+  std::unique_ptr<Communicator> comm;
+  e2e::CommConfig c;
+  c.timeout = milliseconds(10000);
+  Status st = e2e::MakeComm({"127.0.0.1:" + std::to_string(leaf.port())}, JobId::Random(), 2, 0, c, &comm);
+  if (st.ok()) {
+    std::vector<float> in(8, 1.0f), got(8);
+    st = comm->AllReduce(in.data(), got.data(), 8, DataType::kFloat32, RedOp::kSum);
+  }
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot reach its upstream server 127.0.0.1:1"), std::string::npos) << st.ToString();
+  leaf.Stop();
+  t.join();
+}
+
 // The same job, run twice with the ranks joining in different orders, gives bitwise-equal floats.
 TEST(Tree, DeterministicAcrossRuns) {
   const TreeShape shape = Depth3();
