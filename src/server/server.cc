@@ -86,9 +86,6 @@ constexpr uint64_t kOffloadBytes = 64 * 1024;
 // many jobs.
 constexpr size_t kMaxFreeSlots = 4096;
 
-// How long a server tries to reach its parent when a job's first rank arrives.
-constexpr std::chrono::milliseconds kUpstreamConnectTimeout{2000};
-
 // Cores this process may run on (its affinity mask, which containers and taskset narrow).
 unsigned UsableCores() {
   cpu_set_t set;
@@ -396,9 +393,7 @@ class Server::Impl : public transport::MessageHandler {
       std::shared_ptr<Job> job = std::move(cs->upstream_of);
       job->tree->up = nullptr;
       cs->dead = true;
-      FailJob(
-          job, Code::kPeerFailed,
-          fmt::format("lost the upstream server {} of job {}: {}", job->tree->link->parent(), job->hex, why.message()));
+      OnUpstreamLost(job, why);
       return;
     }
     std::shared_ptr<Job> job = cs->job;

@@ -11,10 +11,17 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "transport/endpoint.h"
 #include "transport/message.h"
+#include "transport/tcp/socket.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
+
+// Starts a non-blocking connection to the parent: the event loop never waits for it. The socket
+// becomes writable once connected; a refused or unreachable parent shows up as an error on the
+// first read or write, a silent one as no welcome within the hello timeout.
+Status StartConnect(const transport::Endpoint& parent, transport::tcp::Socket* out);
 
 class UpstreamLink {
  public:
