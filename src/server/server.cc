@@ -422,8 +422,8 @@ class Server::Impl : public transport::MessageHandler {
         FailJob(job, Code::kPeerFailed,
                 fmt::format("{} {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
                             "cannot complete it",
-                            cs->server_member ? "downstream server of member" : "rank", cs->rank, cs->conn->peer(), seq,
-                            job->hex, why.message()));
+                            cs->server_member ? "the downstream server that is member" : "rank", cs->rank,
+                            cs->conn->peer(), seq, job->hex, why.message()));
       } else {
         Log().info("rank {} left job {}", cs->rank, job->hex);
         MaybeRetireJob(job);
