@@ -196,7 +196,11 @@ TEST(Tree, ConnectionsFollowTheFanIn) {
       e2e::WaitFor([&] { return release.load(); }, milliseconds(20000));
     });
   }
-  ASSERT_TRUE(e2e::WaitFor([&] { return ready.load() == shape.nranks(); }, milliseconds(20000)));
+  if (!e2e::WaitFor([&] { return ready.load() == shape.nranks(); }, milliseconds(20000))) {
+    release = true;
+    for (auto& t : threads) t.join();
+    FAIL() << "the ranks did not finish their allreduce";
+  }
   for (size_t node = 0; node < shape.parent.size(); ++node) {
     uint64_t fan_in = shape.parent[node] >= 0 ? 1 : 0;  // the link to the parent
     for (int r = 0; r < shape.nranks(); ++r) fan_in += shape.rank_node[r] == static_cast<int>(node) ? 1 : 0;
@@ -339,10 +343,11 @@ TEST(Tree, InnerServerKilledMidCollectiveFailsEveryRank) {
       failed_at[r] = Clock::now();
     });
   }
-  ASSERT_TRUE(e2e::WaitFor([&] { return done.load() >= 3; }, milliseconds(30000)));
+  const bool started = e2e::WaitFor([&] { return done.load() >= 3; }, milliseconds(30000));
   const auto killed_at = Clock::now();
   farm.Kill(1);  // the inner server above leaves 3 and 4
   for (auto& t : threads) t.join();
+  ASSERT_TRUE(started) << "the tree never completed 3 collectives: " << st[0].ToString();
   for (int r = 0; r < shape.nranks(); ++r) {
     EXPECT_FALSE(st[r].ok()) << "rank " << r << " finished 100000 collectives without noticing";
     EXPECT_NE(st[r].code(), Code::kInternal) << "rank " << r << ": " << st[r].ToString();
