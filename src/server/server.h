@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "optcast/status.h"
@@ -39,6 +40,9 @@ struct ServerOptions {
   // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
   // 0: the event loop reduces every chunk itself.
   int reduce_threads = -1;
+  // Aggregation tree (docs/tree.md): the parent server. Each job's ranks here are combined into one
+  // partial that joins the parent's job as one member; the parent's result is relayed back down.
+  std::optional<transport::Endpoint> upstream;
 };
 
 struct ServerStats {
