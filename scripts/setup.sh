@@ -13,6 +13,7 @@ PACKAGES=(
   libhwy-dev                                   # SIMD reduction kernels
   libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
+  libfabric-dev                                # the ofi transport (libfabric: EFA, verbs, TCP)
   gnuplot-nox                                  # PNG plots (optcast emu run --plot)
   iproute2 procps                              # emulated cluster, process inspection
   libopenmpi-dev openmpi-bin                   # the MPI interposer and its tests, for Open MPI
