@@ -13,6 +13,7 @@ PACKAGES=(
   libhwy-dev                                   # SIMD reduction kernels
   libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
+  libfabric-dev                                # the ofi transport (libfabric: EFA, verbs, TCP)
   gnuplot-nox                                  # PNG plots (optcast emu run --plot, scripts/sim.sh)
   libsimgrid-dev                               # the scale simulator (sim/, docs/scale.md)
   iproute2 procps                              # emulated cluster, process inspection

@@ -41,6 +41,7 @@ struct Flags {
   std::string upstream;
   std::string topology;
   std::string name;
+  std::string transport;  // empty: OPTCAST_TRANSPORT, else tcp
 };
 
 // Checks shared by the command line and the configuration file, so both name the same problem.
@@ -134,6 +135,11 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   opts->reduce_threads = f.reduce_threads;
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
+  if (f.transport.empty()) {
+    OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &opts->transport));
+  } else {
+    OPTCAST_RETURN_IF_ERROR(transport::ParseKind(f.transport, "--transport", &opts->transport));
+  }
   return TreeOptions(f, opts);
 }
 
@@ -155,6 +161,10 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "Fail a job whose collective makes no progress for this long (milliseconds)")
       ->capture_default_str()
       ->check(kMilliseconds);
+  cmd->add_option("--transport", flags->transport,
+                  "What carries the protocol: tcp (built in) or ofi (libfabric; provider from OPTCAST_OFI_PROVIDER "
+                  "or FI_PROVIDER, else efa, verbs or tcp). Default: OPTCAST_TRANSPORT, else tcp")
+      ->check(CLI::IsMember({"tcp", "ofi"}));
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str()
       ->check(kByteSize);

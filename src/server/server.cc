@@ -20,9 +20,9 @@
 #include "server/reduce_workers.h"
 #include "server/server_metrics.h"
 #include "server/tree_math.h"
+#include "transport/kind.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
-#include "transport/tcp/socket.h"
 
 namespace optcast::server {
 
@@ -135,10 +135,9 @@ class Server::Impl : public transport::MessageHandler {
           "on a network you trust",
           opts_.listen.host));
     }
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen(opts_.listen, &listener_));
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(listener_.fd(), true));
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
-    OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
+    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
+    port_ = listener_->port();
+    OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
     const int threads =
         opts_.reduce_threads >= 0 ? opts_.reduce_threads : ReduceWorkers::ThreadsForCores(UsableCores());
@@ -147,8 +146,8 @@ class Server::Impl : public transport::MessageHandler {
       workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
       OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
     }
-    Log().info("listening on {}:{} ({} reduction thread{})", opts_.listen.host, port_, threads,
-               threads == 1 ? "" : "s");
+    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_,
+               transport::KindName(opts_.transport), threads, threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
@@ -204,7 +203,7 @@ class Server::Impl : public transport::MessageHandler {
     while (!stop_.load()) {
       OPTCAST_RETURN_IF_ERROR(poller_.Wait(100, &events));
       for (const auto& ev : events) {
-        if (ev.tag == &listener_) {
+        if (listener_ && ev.tag == listener_.get()) {
           AcceptAll();
         } else if (ev.tag == &waker_) {
           waker_.Drain();
@@ -220,7 +219,7 @@ class Server::Impl : public transport::MessageHandler {
           } else if (ev.readable && cs->want_read) {
             HandleReadable(cs);
           }
-          if (ev.writable && !cs->dead) MarkDirty(cs);
+          if ((ev.writable || cs->conn->WritesSignalReadable()) && !cs->dead) MarkDirty(cs);
           if (ev.hangup && !ev.readable && !cs->dead && !cs->closing) {
             OnConnectionLost(cs, UnavailableError("connection reset by " + cs->conn->peer()));
           }
@@ -308,8 +307,8 @@ class Server::Impl : public transport::MessageHandler {
   void BeginDrain() {
     draining_ = true;
     drain_deadline_ = Clock::now() + std::chrono::milliseconds(drain_ms_.load());
-    poller_.Remove(listener_.fd());
-    listener_ = transport::tcp::Socket();
+    poller_.Remove(listener_->fd());
+    listener_.reset();
     draining_started_.store(true);
     size_t open = 0;
     for (auto& [id, job] : jobs_) open += job->colls.empty() ? 0 : 1;
@@ -356,16 +355,17 @@ class Server::Impl : public transport::MessageHandler {
 
   void AcceptAll() {
     for (;;) {
-      transport::tcp::Socket s;
-      std::string peer;
-      Status st = transport::tcp::Accept(listener_, &s, &peer);
+      std::unique_ptr<Connection> conn;
+      Status st = listener_->Accept(opts_.max_payload, &conn);
       if (!st.ok()) {
         if (st.code() == Code::kResourceExhausted) PauseAccepting(st);
-        return;
+        if (st.code() == Code::kResourceExhausted || st.code() == Code::kUnavailable) return;
+        Log().warn("dropped a connection: {}", st.message());
+        continue;
       }
-      if (!transport::tcp::ConfigureDataSocket(s.fd(), true).ok()) continue;
+      const std::string peer = conn->peer();
       auto cs = std::make_unique<ConnState>();
-      cs->conn = std::make_unique<Connection>(std::move(s), opts_.max_payload, peer);
+      cs->conn = std::move(conn);
       cs->conn->user_data = cs.get();
       if (!poller_.Add(cs->conn->fd(), cs.get(), true, false).ok()) continue;
       Log().debug("connection from {}", peer);
@@ -501,7 +501,7 @@ class Server::Impl : public transport::MessageHandler {
     MaybeGiveBackMemory(now);
     if (accept_paused_ && !draining_ && now >= accept_resume_at_) {
       accept_paused_ = false;
-      (void)poller_.Modify(listener_.fd(), &listener_, true, false);
+      (void)poller_.Modify(listener_->fd(), listener_.get(), true, false);
     }
     for (auto& [cs, owned] : conns_) {
       if (cs->dead) continue;
@@ -1014,7 +1014,7 @@ class Server::Impl : public transport::MessageHandler {
   void PauseAccepting(const Status& why) {
     if (accept_paused_) return;
     Log().warn("not accepting connections for a moment: {}", why.message());
-    (void)poller_.Modify(listener_.fd(), &listener_, false, false);
+    if (listener_) (void)poller_.Modify(listener_->fd(), listener_.get(), false, false);
     accept_paused_ = true;
     accept_resume_at_ = Clock::now() + std::chrono::milliseconds(100);
   }
@@ -1127,7 +1127,7 @@ class Server::Impl : public transport::MessageHandler {
 
   ServerOptions opts_;
   ServerMetrics metrics_;
-  transport::tcp::Socket listener_;
+  std::unique_ptr<transport::Listener> listener_;
   uint16_t port_ = 0;
   transport::Poller poller_;
   transport::Waker waker_;

@@ -10,6 +10,7 @@
 
 #include "optcast/status.h"
 #include "transport/endpoint.h"
+#include "transport/kind.h"
 
 namespace optcast::observe {
 class Registry;
@@ -19,6 +20,8 @@ namespace optcast::server {
 
 struct ServerOptions {
   transport::Endpoint listen{"0.0.0.0", 8918};
+  // What carries the protocol: the built-in TCP streams or libfabric (docs/transports.md).
+  transport::Kind transport = transport::Kind::kTcp;
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};
   // A connection that has not said hello within this long is dropped.
