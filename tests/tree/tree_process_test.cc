@@ -105,6 +105,34 @@ TEST(TreeProcess, TopologyFileDepth3) {
   std::remove(path);
 }
 
+// Bad tree flags stop the server at start with the reason.
+TEST(TreeProcess, BadTreeFlagsAreRefused) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << "servers:\n  - {name: spine, address: '127.0.0.1:9001'}\n  - {name: rack-a, address: "
+                         "'127.0.0.1:9002', parent: spine}\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {{"--upstream", "127.0.0.1:9", "--topology", path, "--name", "spine"}, "give one"},
+      {{"--topology", path, "--name", "rack-z"}, "no server named 'rack-z'; pass --name with one of: spine, rack-a"},
+      {{"--topology", path}, "no server named '(none given)'"},
+      {{"--name", "spine"}, "give the file"},
+  };
+  for (const Case& c : cases) {
+    daemon::ServerProcess p;
+    const Status st = p.Start(c.args, {}, milliseconds(10000));
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.ToString();
+  }
+  std::remove(path);
+}
+
 TEST(TreeProcess, InnerServerSigkilledMidCollective) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
   const std::string timeout_ms = "8000";
