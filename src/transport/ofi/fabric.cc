@@ -107,10 +107,13 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
     }
   }
   if (rc != 0) {
-    const std::string what = provider.empty() ? "no libfabric provider among efa, verbs;ofi_rxm and tcp;ofi_rxm"
-                                              : "libfabric provider '" + provider + "'";
-    return UnavailableError(what + " offers reliable-datagram endpoints with tagged messages here (" +
-                            fi_strerror(-rc) + "); available providers: " + Join(AvailableProviders()) +
+    const std::string what =
+        provider.empty()
+            ? "no libfabric provider among efa, verbs;ofi_rxm and tcp;ofi_rxm offers reliable-datagram endpoints "
+              "with tagged messages here"
+            : "libfabric provider '" + provider +
+                  "' is missing here or offers no reliable-datagram endpoints with tagged messages";
+    return UnavailableError(what + " (" + fi_strerror(-rc) + "); available providers: " + Join(AvailableProviders()) +
                             "; choose one with OPTCAST_OFI_PROVIDER (e.g. OPTCAST_OFI_PROVIDER='tcp;ofi_rxm')");
   }
   std::shared_ptr<Fabric> f(new Fabric());

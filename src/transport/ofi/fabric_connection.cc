@@ -366,7 +366,10 @@ Status FabricConnection::ReadAvailable(MessageHandler& handler, size_t) {
 
 void FabricConnection::Rearm() {
   if (ep_ == nullptr) return;
-  bool again = send_blocked_ || (!rx_payload_ && !ready_.empty()) || (rx_payload_ && rx_left_ == 0);
+  // A send refused for want of room is retried when one of ours completes (the completion wakes
+  // us); only with nothing of ours in flight must we come back unprompted.
+  bool again =
+      (send_blocked_ && posted_.empty()) || (!rx_payload_ && !ready_.empty()) || (rx_payload_ && rx_left_ == 0);
   if (!again) {
     fid* f = &cq_->fid;
     again = fi_trywait(fabric_->fabric(), &f, 1) != FI_SUCCESS;

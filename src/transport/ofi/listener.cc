@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -209,10 +210,13 @@ Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, s
   std::unique_ptr<FabricConnection> c;
   OPTCAST_RETURN_IF_ERROR(FabricConnection::Create(fabric, std::move(s), max_payload, ep.ToString(), &c));
   const std::string who = "server " + ep.ToString();
-  Status st = SendAddress(fd, fabric->provider(), c->local_address(), deadline);
+  // `deadline` bounds reaching the server; once connected, the exchange gets as long as the
+  // server gives a client to send its address (a loaded server may take a moment).
+  const Deadline exchange{std::max(deadline.at, Clock::now() + kAddressTimeout)};
+  Status st = SendAddress(fd, fabric->provider(), c->local_address(), exchange);
   std::string provider;
   std::vector<uint8_t> address;
-  if (st.ok()) st = RecvAddress(fd, deadline, who, &provider, &address);
+  if (st.ok()) st = RecvAddress(fd, exchange, who, &provider, &address);
   if (!st.ok()) return Status(st.code(), st.message().rfind(who, 0) == 0 ? st.message() : who + ": " + st.message());
   if (address.empty()) return InvalidArgument(who + " refused the fabric connection: " + provider);
   OPTCAST_RETURN_IF_ERROR(c->SetPeerAddress(address));
