@@ -70,6 +70,8 @@ def run_one(sim, cfg, timeout):
 
 def plot(results, out_dir, size, oversub):
     rows = [r for r in results if r["bytes"] == size and r["oversub"] == oversub and r["label"] != "servers sweep"]
+    if not rows:
+        return
     labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
     ns = sorted({r["workers"] for r in rows})
     dat = os.path.join(out_dir, f"algbw-{size >> 20}MiB-oversub{oversub:g}.dat")
@@ -128,8 +130,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-workers", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=200)
+    ap.add_argument("--render", action="store_true", help="only redo tables and plots from OUT_DIR/results.json")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
+    if a.render:
+        with open(os.path.join(a.out_dir, "results.json")) as f:
+            results = [r for r in json.load(f) if not r.get("timed_out")]
+        render(results, a.out_dir, "")
+        return 0
     ns = [8, 16, 32] if a.quick else [n for n in (64, 256, 1024) if n <= a.max_workers]
     cfgs = configs(ns, [1 * MIB, 4 * MIB] if a.quick else [1 * MIB, 64 * MIB], [1, 4])
     cfgs += sweep(16, 4 * MIB) if a.quick else sweep(64, 8 * MIB)
@@ -153,20 +161,24 @@ def main():
                   f"{r['oversub']:g}:1  algbw/link {r['algbw_over_link']:.3f}  ({r['wall_s']} s)", flush=True)
             with open(path, "w") as out:
                 json.dump(results + timed_out, out, indent=1)
-    sizes = sorted({r["bytes"] for r in results})
-    for size in sizes:
-        for o in sorted({r["oversub"] for r in results}):
-            plot(results, a.out_dir, size, o)
-    md = tables(results)
+    notes = ""
     if skipped:
-        md += "\nnot simulated (cost): " + "; ".join(f"{c[0]} n={c[1]} {c[2] >> 20} MiB {c[3]:g}:1" for c in skipped) + "\n"
+        notes += "\nnot simulated (cost): " + "; ".join(f"{c[0]} n={c[1]} {c[2] >> 20} MiB {c[3]:g}:1" for c in skipped) + "\n"
     if timed_out:
-        md += "\nleft out (over the wall-time limit): " + "; ".join(
+        notes += "\nleft out (over the wall-time limit): " + "; ".join(
             f"{r['label']} n={r['workers']} {r['bytes'] >> 20} MiB {r['oversub']:g}:1" for r in timed_out) + "\n"
-    with open(os.path.join(a.out_dir, "tables.md"), "w") as f:
+    render(results, a.out_dir, notes)
+    return 0
+
+
+def render(results, out_dir, notes):
+    for size in sorted({r["bytes"] for r in results}):
+        for o in sorted({r["oversub"] for r in results}):
+            plot(results, out_dir, size, o)
+    md = tables(results) + notes
+    with open(os.path.join(out_dir, "tables.md"), "w") as f:
         f.write(md)
     print(md)
-    return 0
 
 
 if __name__ == "__main__":
