@@ -15,7 +15,9 @@ PACKAGES=(
   libhwy-dev                                   # SIMD reduction kernels
   libgloo-dev                                  # Gloo ring baseline (optcast-gloo-bench)
   libssl-dev                                   # HMAC-SHA256 hello proofs (OpenSSL libcrypto)
-  gnuplot-nox                                  # PNG plots (optcast emu run --plot)
+  libfabric-dev                                # the ofi transport (libfabric: EFA, verbs, TCP)
+  gnuplot-nox                                  # PNG plots (optcast emu run --plot, scripts/sim.sh)
+  libsimgrid-dev                               # the scale simulator (sim/, docs/scale.md)
   iproute2 procps                              # emulated cluster, process inspection
   libopenmpi-dev openmpi-bin                   # the MPI interposer and its tests, for Open MPI
   libmpich-dev mpich                           # ... and for MPICH (mpicc/mpirun stay Open MPI's)

@@ -1,4 +1,6 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "tools/bench_command.h"
+
 #include <signal.h>
 
 #include <cstdio>
@@ -6,10 +8,10 @@
 
 #include "bootstrap/rendezvous.h"
 #include "common/env.h"
-#include "tools/bench_command.h"
 #include "tools/bench_rank.h"
 #include "tools/commands.h"
 #include "tools/local_cluster.h"
+#include "transport/kind.h"
 
 namespace optcast::tools {
 
@@ -37,8 +39,7 @@ bool RankFromEnvironment(int* rank, int* nranks) {
 
 int RunBench(BenchOptions opts) {
   signal(SIGPIPE, SIG_IGN);
-  if (opts.min_bytes == 0 || opts.max_bytes < opts.min_bytes || opts.factor < 1 || opts.iters < 1 ||
-      opts.warmup < 0) {
+  if (opts.min_bytes == 0 || opts.max_bytes < opts.min_bytes || opts.factor < 1 || opts.iters < 1 || opts.warmup < 0) {
     std::fprintf(stderr, "optcast bench: need 0 < -b <= -e, -f >= 1, -n >= 1, -w >= 0\n");
     return 2;
   }
@@ -64,8 +65,10 @@ int RunBench(BenchOptions opts) {
     }
     if (opts.rendezvous.empty()) opts.rendezvous = GetEnv("OPTCAST_RENDEZVOUS").value_or("");
     if (opts.rendezvous.empty()) {
-      std::fprintf(stderr, "optcast bench: rank %d needs --rendezvous HOST:PORT (or OPTCAST_RENDEZVOUS): rank 0 "
-                           "listens there and the others connect\n", opts.rank);
+      std::fprintf(stderr,
+                   "optcast bench: rank %d needs --rendezvous HOST:PORT (or OPTCAST_RENDEZVOUS): rank 0 "
+                   "listens there and the others connect\n",
+                   opts.rank);
       return 2;
     }
     if (wants_server && opts.servers.empty()) {
@@ -91,7 +94,11 @@ int RunBench(BenchOptions opts) {
   LocalCluster cluster;
   std::vector<std::string> servers = opts.servers;
   if (wants_server && servers.empty()) {
-    if (Status st = cluster.StartServers(opts.nservers, opts.host, &servers); !st.ok()) {
+    transport::Kind kind = transport::Kind::kTcp;
+    Status st = opts.transport.empty() ? transport::KindFromEnvironment(transport::Kind::kTcp, &kind)
+                                       : transport::ParseKind(opts.transport, "--transport", &kind);
+    if (st.ok()) st = cluster.StartServers(opts.nservers, opts.host, &servers, kind);
+    if (!st.ok()) {
       std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
       return 1;
     }
@@ -99,8 +106,8 @@ int RunBench(BenchOptions opts) {
   }
   transport::tcp::Socket listener;
   uint16_t port = 0;
-  if (Status st = transport::tcp::Listen({opts.host, 0}, &listener); !st.ok() ||
-                                                                      !transport::tcp::LocalPort(listener, &port).ok()) {
+  if (Status st = transport::tcp::Listen({opts.host, 0}, &listener);
+      !st.ok() || !transport::tcp::LocalPort(listener, &port).ok()) {
     std::fprintf(stderr, "optcast bench: cannot open the rendezvous port: %s\n", st.message().c_str());
     return 1;
   }
@@ -136,8 +143,9 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   auto op = std::make_shared<std::string>("sum");
   auto check = std::make_shared<int>(1);
   auto chunk = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("bench", "AllReduce benchmark in the nccl-tests layout: reduction servers "
-                                              "against a ring, on this machine or as one rank of a multi-host run");
+  CLI::App* cmd = app.add_subcommand("bench",
+                                     "AllReduce benchmark in the nccl-tests layout: reduction servers "
+                                     "against a ring, on this machine or as one rank of a multi-host run");
   cmd->add_option("-b,--minbytes", (*sizes)[0], "Smallest size (e.g. 8, 1K, 1M)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", (*sizes)[1], "Largest size")->capture_default_str();
   cmd->add_option("-f,--stepfactor", opts->factor, "Multiply the size by this each step")->capture_default_str();
@@ -158,6 +166,10 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("--rank", opts->rank, "Be this rank of a multi-host run (or OPTCAST_RANK / mpirun / Slurm)");
   cmd->add_option("--rendezvous", opts->rendezvous, "HOST:PORT where rank 0 listens for the others");
   cmd->add_option("--host", opts->host, "Address for local servers and ranks")->capture_default_str();
+  cmd->add_option("--transport", opts->transport,
+                  "What carries the server path: tcp (built in) or ofi (libfabric; provider from "
+                  "OPTCAST_OFI_PROVIDER). Default: OPTCAST_TRANSPORT, else tcp")
+      ->check(CLI::IsMember({"tcp", "ofi"}));
   cmd->add_option("--chunk", *chunk, "Chunk size for the server path (default: automatic)");
   cmd->add_option("--timeout-ms", opts->timeout_ms, "Give up on a stuck collective after this long")
       ->capture_default_str();
@@ -177,7 +189,8 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
       return 2;
     }
     if (!dt || !rop) {
-      std::fprintf(stderr, "optcast bench: unknown %s '%s'\n", dt ? "op" : "datatype", dt ? op->c_str() : dtype->c_str());
+      std::fprintf(stderr, "optcast bench: unknown %s '%s'\n", dt ? "op" : "datatype",
+                   dt ? op->c_str() : dtype->c_str());
       return 2;
     }
     if (!chunk->empty()) {

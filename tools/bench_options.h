@@ -24,6 +24,8 @@ struct BenchOptions {
   int nranks = 4;
   int nservers = 2;
   std::string host = "127.0.0.1";
+  // tcp or ofi; empty: OPTCAST_TRANSPORT, else tcp.
+  std::string transport;
 
   // Use these servers instead of starting local ones.
   std::vector<std::string> servers;

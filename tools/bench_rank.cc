@@ -12,12 +12,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/env.h"
 #include "optcast/communicator.h"
 #include "ring/ring_allreduce.h"
 #include "tools/bench_check.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_progress.h"
 #include "tools/cpu_time.h"
+#include "transport/ofi/fabric.h"
 
 namespace optcast::tools {
 
@@ -55,8 +57,14 @@ class RingAlgo : public Algo {
 };
 
 void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers) {
+  std::string transport = o.transport.empty() ? GetEnv("OPTCAST_TRANSPORT").value_or("tcp") : o.transport;
+  if (transport == "ofi") {
+    const std::string provider = transport::ofi::RequestedProvider();
+    transport += " (provider " + (provider.empty() ? std::string("automatic") : provider) + ")";
+  }
   std::printf("# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
-              algo == "server" ? fmt::format("servers: {}", nservers).c_str() : "(peer-to-peer ring)");
+              algo == "server" ? fmt::format("servers: {}   transport: {}", nservers, transport).c_str()
+                               : "(peer-to-peer ring)");
   // After the nccl-tests columns, the CPU cost: bytes the servers aggregated (every rank's
   // input) per server CPU-second, the ranks' CPU per byte of input, and the CPU-seconds of
   // servers and ranks together per AllReduce.
@@ -96,6 +104,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       co.chunk_bytes = opts.chunk_bytes;
       if (Status st = ApplyEnvironment(&co); !st.ok()) return report(st);
       co.servers = servers;
+      if (!opts.transport.empty()) co.transport = opts.transport;
       std::unique_ptr<Communicator> comm;
       if (Status st = Communicator::Create(co, &comm); !st.ok()) return report(Fail("connecting to the servers", st));
       algos.emplace_back(name, std::make_unique<ServerAlgo>(std::move(comm)));
@@ -195,8 +204,9 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   if (rank == 0) {
     uint64_t total_wrong = 0;
     for (const auto& r : rows) total_wrong += r.wrong;
-    if (!opts.quiet) std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
-                                 total_wrong ? "FAILED" : "OK");
+    if (!opts.quiet)
+      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+                  total_wrong ? "FAILED" : "OK");
     if (!opts.json_path.empty()) {
       nlohmann::json j;
       j["nranks"] = nranks;

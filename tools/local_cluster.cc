@@ -16,7 +16,8 @@ namespace optcast::tools {
 
 LocalCluster::~LocalCluster() { StopServers(); }
 
-Status LocalCluster::StartServers(int count, const std::string& host, std::vector<std::string>* addresses) {
+Status LocalCluster::StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
+                                  transport::Kind transport) {
   addresses->clear();
   for (int i = 0; i < count; ++i) {
     int fds[2];
@@ -28,6 +29,7 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
       server::ServerOptions opts;
       opts.listen = {host, 0};
+      opts.transport = transport;
       server::Server srv(opts);
       Status st = srv.Start();
       uint32_t port = st.ok() ? srv.port() : 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "transport/kind.h"
 
 namespace optcast::tools {
 
@@ -18,7 +19,8 @@ class LocalCluster {
   ~LocalCluster();
 
   // Starts `count` servers on `host`, each on a free port; fills `addresses` ("host:port").
-  Status StartServers(int count, const std::string& host, std::vector<std::string>* addresses);
+  Status StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
+                      transport::Kind transport = transport::Kind::kTcp);
   // Runs body(rank) in `nranks` child processes; returns when all exit. Fails if any exits non-zero
   // or if they outlive `limit` (then all are killed).
   Status RunRanks(int nranks, const std::function<int(int rank)>& body, std::chrono::seconds limit);

@@ -1,4 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include "auth/secret.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "config/topology.h"
 #include "observe/metrics_http.h"
 #include "observe/trace.h"
 #include "server/server.h"
@@ -36,6 +38,10 @@ struct Flags {
   std::string metrics_listen;
   std::string trace;
   std::string config;
+  std::string upstream;
+  std::string topology;
+  std::string name;
+  std::string transport;  // empty: OPTCAST_TRANSPORT, else tcp
 };
 
 // Checks shared by the command line and the configuration file, so both name the same problem.
@@ -78,6 +84,39 @@ Status ParseSize(const std::string& flag, const std::string& text, uint64_t* out
   return Status::Ok();
 }
 
+// The aggregation tree: the parent from --upstream, or from this server's entry (--name) in the
+// --topology file, whose address is also where it listens unless --listen says otherwise.
+Status TreeOptions(const Flags& f, server::ServerOptions* opts) {
+  if (!f.upstream.empty() && !f.topology.empty()) {
+    return InvalidArgument("--upstream and --topology both name the parent; give one");
+  }
+  if (!f.upstream.empty()) {
+    transport::Endpoint ep;
+    OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(f.upstream, &ep, 8918));
+    opts->upstream = ep;
+    return Status::Ok();
+  }
+  if (f.topology.empty()) {
+    if (!f.name.empty()) return InvalidArgument("--name picks this server's entry of a --topology file; give the file");
+    return Status::Ok();
+  }
+  config::Topology topo;
+  OPTCAST_RETURN_IF_ERROR(config::ReadTopology(f.topology, &topo));
+  std::vector<std::string> names;
+  for (const auto& s : topo.servers) names.push_back(s.name);
+  const config::TopologyServer* me = topo.Find(f.name);
+  if (me == nullptr) {
+    return InvalidArgument(fmt::format("{}: no server named '{}'; pass --name with one of: {}", f.topology,
+                                       f.name.empty() ? "(none given)" : f.name, fmt::join(names, ", ")));
+  }
+  if (f.listen.empty()) opts->listen = transport::Endpoint{opts->listen.host, me->address.port};
+  if (!me->parent.empty()) opts->upstream = topo.Find(me->parent)->address;
+  Log().info("topology {}: server '{}' at depth {}, parent {}, {} child server(s)", f.topology, me->name,
+             topo.Depth(me->name), me->parent.empty() ? "(none: the root)" : me->parent,
+             topo.Children(me->name).size());
+  return Status::Ok();
+}
+
 Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   if (!f.secret_file.empty()) {
     OPTCAST_RETURN_IF_ERROR(auth::LoadSecretFile(f.secret_file, &opts->secret));
@@ -96,7 +135,12 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   opts->reduce_threads = f.reduce_threads;
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
-  return Status::Ok();
+  if (f.transport.empty()) {
+    OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &opts->transport));
+  } else {
+    OPTCAST_RETURN_IF_ERROR(transport::ParseKind(f.transport, "--transport", &opts->transport));
+  }
+  return TreeOptions(f, opts);
 }
 
 }  // namespace
@@ -117,6 +161,10 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "Fail a job whose collective makes no progress for this long (milliseconds)")
       ->capture_default_str()
       ->check(kMilliseconds);
+  cmd->add_option("--transport", flags->transport,
+                  "What carries the protocol: tcp (built in) or ofi (libfabric; provider from OPTCAST_OFI_PROVIDER "
+                  "or FI_PROVIDER, else efa, verbs or tcp). Default: OPTCAST_TRANSPORT, else tcp")
+      ->check(CLI::IsMember({"tcp", "ofi"}));
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str()
       ->check(kByteSize);
@@ -149,6 +197,14 @@ std::function<int()> AddServerCommand(CLI::App& app) {
       ->check(kEndpoint);
   cmd->add_option("--trace", flags->trace,
                   "Write a timeline trace (Chrome trace-event JSON, for Perfetto) to this file until the server stops");
+  cmd->add_option("--upstream", flags->upstream,
+                  "Aggregation tree: the parent server, HOST:PORT; each job's ranks here are combined and sent "
+                  "there as one member (docs/tree.md)")
+      ->check(kEndpoint);
+  cmd->add_option("--topology", flags->topology,
+                  "Aggregation tree: a YAML file listing the servers (name, address, rack, pod, parent); this "
+                  "server's parent comes from its entry (--name)");
+  cmd->add_option("--name", flags->name, "This server's name in the --topology file");
   cmd->add_option("--config", flags->config,
                   "Read flags from this YAML file (keys are the flag names: `timeout-ms: 5000`); the command line "
                   "wins");

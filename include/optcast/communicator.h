@@ -39,9 +39,13 @@ struct CommunicatorOptions {
   int window = 0;
   // The deployment secret, when the servers require one (never pass it on a command line).
   std::string secret;
+  // What carries the protocol: "tcp" (built in) or "ofi" (libfabric; the provider comes from
+  // OPTCAST_OFI_PROVIDER). Empty: OPTCAST_TRANSPORT, else tcp. The servers must use the same.
+  std::string transport;
 };
 
 // Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
+// OPTCAST_TRANSPORT,
 // and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 

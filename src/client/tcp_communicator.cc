@@ -1,6 +1,6 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-// The client side of the reduction-server protocol over TCP. Progress is driven by the caller
-// (Test/Wait), as NCCL's proxy thread and MPI programs expect; no hidden threads.
+// The client side of the reduction-server protocol, over any transport (transport/kind.h). Progress is driven by the
+// caller (Test/Wait), as NCCL's proxy thread and MPI programs expect; no hidden threads.
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -18,8 +18,7 @@
 #include "common/log.h"
 #include "observe/trace.h"
 #include "optcast/communicator.h"
-#include "transport/tcp/connection.h"
-#include "transport/tcp/socket.h"
+#include "transport/kind.h"
 #include "wire/protocol.h"
 
 namespace optcast {
@@ -71,26 +70,51 @@ struct ServerLink {
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
 std::atomic<uint64_t> g_next_trace_comm{1};
 
-Status ReadFrameBlocking(int fd, Deadline deadline, std::vector<uint8_t>* meta) {
-  uint8_t header[transport::kFrameHeaderSize];
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::RecvAll(fd, header, sizeof(header), deadline));
-  uint32_t magic = 0, meta_len = 0;
-  uint64_t payload_len = 0;
-  std::memcpy(&magic, header, 4);
-  std::memcpy(&meta_len, header + 4, 4);
-  std::memcpy(&payload_len, header + 8, 8);
-  if (magic != transport::kFrameMagic || meta_len == 0 || meta_len > transport::kMaxMetaBytes || payload_len != 0) {
-    return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
+// Takes the meta of one payload-free message: the answers to a hello or a proof.
+class ReplyCatcher final : public transport::MessageHandler {
+ public:
+  Status OnMessageMeta(transport::Connection&, std::span<const uint8_t> meta, uint64_t payload_len,
+                       uint8_t**) override {
+    if (payload_len != 0 || got) {
+      return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
+    }
+    this->meta.assign(meta.begin(), meta.end());
+    got = true;
+    return Status::Ok();
   }
-  meta->resize(meta_len);
-  return transport::tcp::RecvAll(fd, meta->data(), meta_len, deadline);
+  Status OnMessageComplete(transport::Connection&) override { return Status::Ok(); }
+  std::vector<uint8_t> meta;
+  bool got = false;
+};
+
+// Sends one message and waits for the one answer, before the connection carries collectives.
+Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadline deadline,
+                std::vector<uint8_t>* reply) {
+  conn.Send(transport::MakeOutMessage(request, nullptr, 0));
+  ReplyCatcher catcher;
+  for (;;) {
+    OPTCAST_RETURN_IF_ERROR(conn.Flush());
+    const short want =
+        static_cast<short>(POLLIN | (conn.HasPendingWrites() && !conn.WritesSignalReadable() ? POLLOUT : 0));
+    pollfd p{conn.fd(), want, 0};
+    if (deadline.Expired()) return TimeoutError("no answer to the hello in time");
+    const int rc = ::poll(&p, 1, std::min(deadline.RemainingMs(), 50));
+    if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+      Status st = conn.ReadAvailable(catcher);
+      if (catcher.got) {
+        *reply = std::move(catcher.meta);
+        return Status::Ok();
+      }
+      OPTCAST_RETURN_IF_ERROR(st);
+    }
+  }
 }
 
-class TcpCommunicator final : public Communicator, public transport::MessageHandler {
+class ServerCommunicator final : public Communicator, public transport::MessageHandler {
  public:
-  explicit TcpCommunicator(CommunicatorOptions o) : opts_(std::move(o)) {}
+  ServerCommunicator(CommunicatorOptions o, transport::Kind kind) : opts_(std::move(o)), transport_(kind) {}
 
-  ~TcpCommunicator() override {
+  ~ServerCommunicator() override {
     // A process may end without running static destructors (NCCL, _exit): leave a complete trace.
     if (observe::TraceOn()) observe::FlushTrace();
     // Say goodbye so the server retires the job without logging a failure.
@@ -102,7 +126,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
       while (s.conn->HasPendingWrites() && !d.Expired()) {
         if (!s.conn->Flush().ok()) break;
         if (s.conn->HasPendingWrites()) {
-          pollfd p{s.conn->fd(), POLLOUT, 0};
+          pollfd p{s.conn->fd(), static_cast<short>(s.conn->WritesSignalReadable() ? POLLIN : POLLOUT), 0};
           ::poll(&p, 1, 10);
         }
       }
@@ -114,18 +138,15 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     for (const std::string& addr : opts_.servers) {
       transport::Endpoint ep;
       OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(addr, &ep, wire::kDefaultPort));
-      transport::tcp::Socket sock;
-      OPTCAST_RETURN_IF_ERROR(transport::tcp::Connect(ep, connect_deadline, &sock));
-      OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(sock.fd(), false));
+      std::unique_ptr<transport::Connection> conn;
+      OPTCAST_RETURN_IF_ERROR(transport::Dial(transport_, ep, connect_deadline, 1ull << 32, &conn));
       wire::Hello hello;
       hello.job_id = opts_.job_id.bytes;
       hello.nranks = static_cast<uint32_t>(opts_.nranks);
       hello.rank = static_cast<uint32_t>(opts_.rank);
-      transport::OutMessage m = transport::MakeOutMessage(wire::EncodeHello(hello), nullptr, 0);
       const Deadline d = Deadline::After(opts_.timeout);
-      Status st = transport::tcp::SendAll(sock.fd(), m.head.data(), m.head.size(), d);
       std::vector<uint8_t> meta;
-      if (st.ok()) st = ReadFrameBlocking(sock.fd(), d, &meta);
+      Status st = Exchange(*conn, wire::EncodeHello(hello), d, &meta);
       wire::Message reply;
       if (st.ok()) st = wire::Decode(meta, &reply);
       if (st.ok() && reply.type == wire::MsgType::kChallenge) {
@@ -136,9 +157,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
                             "secret (the one the servers use)");
         }
         const auto proof = wire::EncodeProof(auth::ComputeProof(opts_.secret, reply.challenge, hello));
-        transport::OutMessage pm = transport::MakeOutMessage(proof, nullptr, 0);
-        st = transport::tcp::SendAll(sock.fd(), pm.head.data(), pm.head.size(), d);
-        if (st.ok()) st = ReadFrameBlocking(sock.fd(), d, &meta);
+        st = Exchange(*conn, proof, d, &meta);
         if (st.ok()) st = wire::Decode(meta, &reply);
       }
       if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
@@ -150,11 +169,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
         return ProtocolError("server " + ep.ToString() + " answered hello with message type " +
                              std::to_string(static_cast<int>(reply.type)));
       }
-      OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(sock.fd(), true));
       ServerLink link;
       link.address = ep.ToString();
       link.max_payload = reply.welcome.max_payload;
-      link.conn = std::make_unique<transport::Connection>(std::move(sock), 1ull << 32, link.address);
+      link.conn = std::move(conn);
       servers_.push_back(std::move(link));
     }
     min_max_payload_ = UINT64_MAX;
@@ -418,7 +436,10 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
     for (size_t i = 0; i < n; ++i) {
       // A failed link is polled for nothing (fd -1), so it cannot wake us.
       fds[i] = {servers_[i].failed ? -1 : servers_[i].conn->fd(),
-                static_cast<short>(POLLIN | (servers_[i].conn->HasPendingWrites() ? POLLOUT : 0)), 0};
+                static_cast<short>(
+                    POLLIN |
+                    (servers_[i].conn->HasPendingWrites() && !servers_[i].conn->WritesSignalReadable() ? POLLOUT : 0)),
+                0};
     }
     int rc = ::poll(fds, n, timeout_ms);
     if (rc > 0) {
@@ -559,6 +580,7 @@ class TcpCommunicator final : public Communicator, public transport::MessageHand
 
   const uint64_t trace_comm_ = g_next_trace_comm.fetch_add(1);
   CommunicatorOptions opts_;
+  const transport::Kind transport_;
   std::mutex mu_;
   std::vector<ServerLink> servers_;
   uint64_t min_max_payload_ = 0;
@@ -582,7 +604,13 @@ Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<
   if (options.servers.size() > 64) return InvalidArgument("at most 64 servers per communicator");
   OPTCAST_RETURN_IF_ERROR(
       observe::StartTraceFromEnv("OPTCAST_TRACE", options.rank, fmt::format("optcast rank {}", options.rank)));
-  auto comm = std::make_unique<client::TcpCommunicator>(options);
+  transport::Kind kind = transport::Kind::kTcp;
+  if (options.transport.empty()) {
+    OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &kind));
+  } else {
+    OPTCAST_RETURN_IF_ERROR(transport::ParseKind(options.transport, "CommunicatorOptions::transport", &kind));
+  }
+  auto comm = std::make_unique<client::ServerCommunicator>(options, kind);
   OPTCAST_RETURN_IF_ERROR(comm->Connect());
   *out = std::move(comm);
   return Status::Ok();
@@ -630,6 +658,7 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
     }
     o->chunk_bytes = *bytes;
   }
+  if (auto t = GetEnv("OPTCAST_TRANSPORT")) o->transport = *t;
   OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_WINDOW", o->window, &v));
   o->window = static_cast<int>(v);
   std::string secret;

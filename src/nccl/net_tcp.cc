@@ -199,7 +199,7 @@ class CommBase : public transport::MessageHandler {
   }
 
  protected:
-  Connection conn_;
+  transport::tcp::StreamConnection conn_;
   Status broken_;
 
  private:

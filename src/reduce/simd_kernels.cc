@@ -279,6 +279,47 @@ struct MaxOp {
   }
 };
 
+// ---- avg: the accumulated sum divided once, in the accumulator's lanes. ----
+
+// No vector unit divides 64-bit integers, but the divisor is small: with |sum| = hi * 2^32 + lo,
+// q_hi = floor(hi / d) and r = hi - q_hi * d < d, the rest r * 2^32 + lo stays below d * 2^32
+// <= 2^52, so both quotients are exact in float64 and floor(|sum| / d) = q_hi * 2^32 +
+// floor(rest / d). Signed sums divide their magnitude (2^63 fits in the unsigned lane) and
+// take the sign back, which truncates toward zero like the integer division.
+constexpr int64_t kMaxWideDivisor = int64_t{1} << 20;
+
+template <class DU>
+hn::Vec<DU> DivideMagnitude(DU du, hn::Vec<DU> magnitude, double divisor) {
+  const hn::RebindToSigned<DU> di;
+  const hn::Rebind<double, DU> df;
+  const auto d = hn::Set(df, divisor);
+  const auto hi = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<32>(magnitude)));
+  const auto lo = hn::ConvertTo(df, hn::BitCast(di, hn::And(magnitude, hn::Set(du, 0xffffffffu))));
+  const auto q_hi = hn::Floor(hn::Div(hi, d));
+  const auto rest = hn::Add(hn::Mul(hn::Sub(hi, hn::Mul(q_hi, d)), hn::Set(df, 4294967296.0)), lo);
+  const auto q_lo = hn::Floor(hn::Div(rest, d));
+  return hn::Add(hn::ShiftLeft<32>(hn::BitCast(du, hn::ConvertTo(di, q_hi))), hn::BitCast(du, hn::ConvertTo(di, q_lo)));
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> Average(D d, hn::Vec<D> sum, hn::TFromD<D> divisor) {
+  using T = hn::TFromD<D>;
+  if constexpr (hwy::IsFloat<T>()) {
+    return hn::Div(sum, hn::Set(d, divisor));
+  } else {
+    static_assert(sizeof(T) == 8);
+    const hn::RebindToUnsigned<D> du;
+    if constexpr (std::is_signed_v<T>) {
+      const auto negative = hn::Lt(sum, hn::Zero(d));
+      const auto magnitude = hn::BitCast(du, hn::IfThenElse(negative, hn::Neg(sum), sum));
+      const auto q = hn::BitCast(d, DivideMagnitude(du, magnitude, static_cast<double>(divisor)));
+      return hn::IfThenElse(negative, hn::Neg(q), q);
+    } else {
+      return DivideMagnitude(du, sum, static_cast<double>(divisor));
+    }
+  }
+}
+
 // ---- The kernel: blocks of passes over up to kSourcesPerPass sources. ----
 
 template <class Codec, class Op, bool kAverage>
@@ -296,7 +337,7 @@ struct Kernel {
     if constexpr (kSources > 2) v = Op::Apply(v, Codec::Load(d, s[2] + i));
     if constexpr (kSources > 3) v = Op::Apply(v, Codec::Load(d, s[3] + i));
     if constexpr (kLast) {
-      if constexpr (kAverage) v = hn::Div(v, hn::Set(d, divisor));
+      if constexpr (kAverage) v = Average(d, v, divisor);
       Codec::Store(d, v, dst + i);
     } else {
       hn::StoreU(v, d, acc + i);
@@ -366,8 +407,8 @@ bool RunFloat(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t cou
 }
 
 // Integers: sum and prod wrap in the lane type. avg of 8- and 32-bit elements goes through
-// float64 lanes (IntAverageCodec); 64-bit avg keeps the portable loop (a wrapping 64-bit sum and
-// a 64-bit division, which no vector unit has).
+// float64 lanes (IntAverageCodec); 64-bit avg sums in its own lanes, wrapping like the portable
+// kernel, and divides with Average's split division.
 template <typename T>
 bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor) {
   using Codec = PlainCodec<T>;
@@ -384,7 +425,9 @@ bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count
       return true;
     case RedOp::kAvg:
       if constexpr (sizeof(T) == 8) {
-        return false;
+        if (divisor < 1 || divisor > kMaxWideDivisor) return false;  // beyond the exact split division
+        Kernel<Codec, SumOp, true>::Run(srcs, nsrc, dst, count, divisor);
+        return true;
       } else {
         if (nsrc > divisor || divisor < 1) return false;  // quotient may leave the element's range
         Kernel<IntAverageCodec<T>, SumOp, true>::Run(srcs, nsrc, dst, count, divisor);

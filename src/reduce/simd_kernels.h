@@ -12,9 +12,9 @@ namespace optcast::reduce::detail {
 // AVX-512) and picked at run time for the CPU at hand. Same contract as Combine, arguments
 // already validated; `divisor` is what avg divides by.
 //
-// Returns false where there is no vector form: avg of 64-bit integers (a wrapping 64-bit sum
-// divided in 64 bits), and integer avg with nsrc > divisor (the quotient may leave the element's
-// range). The caller runs the portable kernel for those.
+// Returns false for the integer avg cases the vector kernels do not take: 8/32-bit elements
+// with nsrc > divisor (the quotient may leave the element's range) and 64-bit elements with a
+// divisor above 2^20 (beyond the exact split division). The caller runs the portable kernel.
 bool RunSimdKernel(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count, int divisor);
 
 // Name of the instruction set RunSimdKernel uses on this CPU, e.g. "AVX2".

@@ -11,6 +11,7 @@
 
 #include "common/env.h"
 #include "server/memory_budget.h"
+#include "server/tree_state.h"
 #include "transport/message.h"
 #include "wire/protocol.h"
 
@@ -27,6 +28,8 @@ struct Slot {
   uint32_t arrived = 0;
   uint32_t expected = 0;
   Clock::time_point first_arrival{};  // for the chunk latency metric
+  // Aggregation tree: the combined partial, then the result from upstream (server/tree_math.h).
+  std::shared_ptr<uint8_t> tree_buf;
 };
 
 using SlotKey = std::pair<uint32_t, uint64_t>;  // (segment, offset)
@@ -74,6 +77,8 @@ struct Job {
   std::map<uint64_t, CollState> colls;
   Clock::time_point last_progress = Clock::now();
   bool failed = false;
+  // Set when the job spans an aggregation tree: this server has a parent or downstream servers.
+  std::unique_ptr<TreeState> tree;
 };
 
 // Bookkeeping bytes charged per collective and per chunk position, so memory limits also bound

@@ -19,9 +19,10 @@
 #include "server/job.h"
 #include "server/reduce_workers.h"
 #include "server/server_metrics.h"
+#include "server/tree_math.h"
+#include "transport/kind.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
-#include "transport/tcp/socket.h"
 
 namespace optcast::server {
 
@@ -55,6 +56,10 @@ struct ConnState {
   int trace_track_tx = 0;
   double rx_start_us = 0;
   double tx_free_us = 0;
+  // Aggregation tree: this connection is a downstream server of its job (its chunks carry
+  // partials), or this server's own link to the parent server for `upstream_of`.
+  bool server_member = false;
+  std::shared_ptr<Job> upstream_of;
 };
 
 namespace {
@@ -130,10 +135,9 @@ class Server::Impl : public transport::MessageHandler {
           "on a network you trust",
           opts_.listen.host));
     }
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen(opts_.listen, &listener_));
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::SetNonBlocking(listener_.fd(), true));
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener_, &port_));
-    OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_.fd(), &listener_, true, false));
+    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
+    port_ = listener_->port();
+    OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
     const int threads =
         opts_.reduce_threads >= 0 ? opts_.reduce_threads : ReduceWorkers::ThreadsForCores(UsableCores());
@@ -142,8 +146,8 @@ class Server::Impl : public transport::MessageHandler {
       workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
       OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
     }
-    Log().info("listening on {}:{} ({} reduction thread{})", opts_.listen.host, port_, threads,
-               threads == 1 ? "" : "s");
+    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_,
+               transport::KindName(opts_.transport), threads, threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
@@ -199,7 +203,7 @@ class Server::Impl : public transport::MessageHandler {
     while (!stop_.load()) {
       OPTCAST_RETURN_IF_ERROR(poller_.Wait(100, &events));
       for (const auto& ev : events) {
-        if (ev.tag == &listener_) {
+        if (listener_ && ev.tag == listener_.get()) {
           AcceptAll();
         } else if (ev.tag == &waker_) {
           waker_.Drain();
@@ -215,7 +219,7 @@ class Server::Impl : public transport::MessageHandler {
           } else if (ev.readable && cs->want_read) {
             HandleReadable(cs);
           }
-          if (ev.writable && !cs->dead) MarkDirty(cs);
+          if ((ev.writable || cs->conn->WritesSignalReadable()) && !cs->dead) MarkDirty(cs);
           if (ev.hangup && !ev.readable && !cs->dead && !cs->closing) {
             OnConnectionLost(cs, UnavailableError("connection reset by " + cs->conn->peer()));
           }
@@ -248,6 +252,7 @@ class Server::Impl : public transport::MessageHandler {
     auto* cs = static_cast<ConnState*>(c.user_data);
     wire::Message msg;
     OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    if (cs->upstream_of) return OnUpstreamMeta(cs, msg, payload_len, payload_dst);
     switch (msg.type) {
       case wire::MsgType::kHello:
         if (payload_len != 0) return ProtocolError("hello carries a payload");
@@ -259,12 +264,17 @@ class Server::Impl : public transport::MessageHandler {
       case wire::MsgType::kBye:
         if (!cs->job) return ProtocolError("goodbye before hello");
         return Status::Ok();
+      case wire::MsgType::kGrow:
+      case wire::MsgType::kError:
+        if (cs->job && cs->server_member) return OnDownstreamServerMessage(cs, msg);
+        [[fallthrough]];
       default: return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
     }
   }
 
   Status OnMessageComplete(Connection& c) override {
     auto* cs = static_cast<ConnState*>(c.user_data);
+    if (cs->upstream_of) return OnUpstreamComplete(cs);
     if (!cs->rx_chunk) return Status::Ok();
     cs->rx_chunk = false;
     Job* job = cs->job.get();
@@ -287,7 +297,7 @@ class Server::Impl : public transport::MessageHandler {
       observe::TraceComplete("recv", "server", cs->rx_start_us, observe::TraceNowUs(),
                              ChunkArgs(cit->second.desc, slot.ref, bytes), cs->trace_track);
     }
-    if (slot.arrived == slot.expected) CompleteSlot(cs->job, cit, sit);
+    if (SlotFull(*job, slot)) CompleteSlot(cs->job, cit, sit);
     return Status::Ok();
   }
 
@@ -297,8 +307,8 @@ class Server::Impl : public transport::MessageHandler {
   void BeginDrain() {
     draining_ = true;
     drain_deadline_ = Clock::now() + std::chrono::milliseconds(drain_ms_.load());
-    poller_.Remove(listener_.fd());
-    listener_ = transport::tcp::Socket();
+    poller_.Remove(listener_->fd());
+    listener_.reset();
     draining_started_.store(true);
     size_t open = 0;
     for (auto& [id, job] : jobs_) open += job->colls.empty() ? 0 : 1;
@@ -345,16 +355,17 @@ class Server::Impl : public transport::MessageHandler {
 
   void AcceptAll() {
     for (;;) {
-      transport::tcp::Socket s;
-      std::string peer;
-      Status st = transport::tcp::Accept(listener_, &s, &peer);
+      std::unique_ptr<Connection> conn;
+      Status st = listener_->Accept(opts_.max_payload, &conn);
       if (!st.ok()) {
         if (st.code() == Code::kResourceExhausted) PauseAccepting(st);
-        return;
+        if (st.code() == Code::kResourceExhausted || st.code() == Code::kUnavailable) return;
+        Log().warn("dropped a connection: {}", st.message());
+        continue;
       }
-      if (!transport::tcp::ConfigureDataSocket(s.fd(), true).ok()) continue;
+      const std::string peer = conn->peer();
       auto cs = std::make_unique<ConnState>();
-      cs->conn = std::make_unique<Connection>(std::move(s), opts_.max_payload, peer);
+      cs->conn = std::move(conn);
       cs->conn->user_data = cs.get();
       if (!poller_.Add(cs->conn->fd(), cs.get(), true, false).ok()) continue;
       Log().debug("connection from {}", peer);
@@ -378,6 +389,13 @@ class Server::Impl : public transport::MessageHandler {
 
   // Reading failed: the peer closed, sent garbage, or broke a rule.
   void OnConnectionLost(ConnState* cs, const Status& why) {
+    if (cs->upstream_of) {
+      std::shared_ptr<Job> job = std::move(cs->upstream_of);
+      job->tree->up = nullptr;
+      cs->dead = true;
+      OnUpstreamLost(job, why);
+      return;
+    }
     std::shared_ptr<Job> job = cs->job;
     if (!job) {
       if (cs->challenged) {
@@ -402,9 +420,10 @@ class Server::Impl : public transport::MessageHandler {
       if (!job->colls.empty()) {
         const uint64_t seq = job->colls.begin()->first;
         FailJob(job, Code::kPeerFailed,
-                fmt::format("rank {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
+                fmt::format("{} {} ({}) disconnected during collective #{} of job {}: {}; the other ranks "
                             "cannot complete it",
-                            cs->rank, cs->conn->peer(), seq, job->hex, why.message()));
+                            cs->server_member ? "the downstream server that is member" : "rank", cs->rank,
+                            cs->conn->peer(), seq, job->hex, why.message()));
       } else {
         Log().info("rank {} left job {}", cs->rank, job->hex);
         MaybeRetireJob(job);
@@ -482,12 +501,12 @@ class Server::Impl : public transport::MessageHandler {
     MaybeGiveBackMemory(now);
     if (accept_paused_ && !draining_ && now >= accept_resume_at_) {
       accept_paused_ = false;
-      (void)poller_.Modify(listener_.fd(), &listener_, true, false);
+      (void)poller_.Modify(listener_->fd(), listener_.get(), true, false);
     }
     for (auto& [cs, owned] : conns_) {
       if (cs->dead) continue;
       if (cs->closing && now >= cs->close_by) cs->dead = true;
-      if (!cs->job && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
+      if (!cs->job && !cs->upstream_of && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
         if (cs->challenged) {
           ++auth_failures_;
           cs->challenged = false;
@@ -505,6 +524,17 @@ class Server::Impl : public transport::MessageHandler {
         }
       }
     }
+    // A parent that never welcomes this server's hello fails the job below it.
+    std::vector<ConnState*> unwelcomed;
+    for (auto& [cs, owned] : conns_) {
+      if (cs->upstream_of && !cs->closing && !cs->dead && !cs->upstream_of->tree->link->welcomed() &&
+          now - cs->accepted_at > opts_.hello_timeout) {
+        unwelcomed.push_back(cs);
+      }
+    }
+    for (ConnState* cs : unwelcomed) {
+      OnConnectionLost(cs, TimeoutError(fmt::format("no welcome within {} ms", opts_.hello_timeout.count())));
+    }
     std::vector<std::shared_ptr<Job>> expired;
     for (auto& [id, job] : jobs_) {
       if (!job->colls.empty() && now - job->last_progress > opts_.job_timeout) expired.push_back(job);
@@ -513,6 +543,7 @@ class Server::Impl : public transport::MessageHandler {
       const CollState& oldest = job->colls.begin()->second;
       std::vector<uint32_t> missing;
       for (uint32_t r = 0; r < job->nranks; ++r) {
+        if (job->tree && !job->tree->members.is_member(r)) continue;  // joined another server of the tree
         bool lacks = job->ranks[r] == nullptr;
         for (const auto& [key, slot] : oldest.slots) {
           const bool expects = oldest.desc.coll != CollType::kAllGather || key.first == r;
@@ -524,7 +555,7 @@ class Server::Impl : public transport::MessageHandler {
               fmt::format("collective #{} ({}) of job {} made no progress for {} ms; still waiting for rank(s) "
                           "{}; a rank may be stuck or dead",
                           oldest.desc.coll_seq, DescribeColl(oldest.desc), job->hex, opts_.job_timeout.count(),
-                          missing.empty() ? std::string("(unknown)") : fmt::format("{}", fmt::join(missing, ","))));
+                          TreeWaitingFor(*job, missing)));
     }
   }
 
@@ -594,6 +625,12 @@ class Server::Impl : public transport::MessageHandler {
       jobs_active_.store(jobs_.size());
       metrics_.JobCreated();
       Log().info("job {} created ({} ranks)", hex, h.nranks);
+      if (opts_.upstream) {
+        if (Status st = OpenUpstream(job, h.rank); !st.ok()) {
+          FailJob(job, st.code(), st.message());
+          return Refuse(cs, st);
+        }
+      }
     } else {
       job = it->second;
       if (job->nranks != h.nranks) {
@@ -614,6 +651,13 @@ class Server::Impl : public transport::MessageHandler {
     job->ranks[h.rank] = cs;
     cs->job = job;
     cs->rank = h.rank;
+    cs->server_member = (h.flags & wire::kHelloFromServer) != 0;
+    if (job->tree || cs->server_member) {
+      if (Status st = TreeJoin(job, h.rank, cs->server_member); !st.ok()) {
+        FailJob(job, st.code(), st.message());
+        return Status(Code::kCancelled, "job failed");
+      }
+    }
     if (observe::TraceOn()) {
       const std::string who = fmt::format("job {} rank {} ({})", hex.substr(0, 8), h.rank, cs->conn->peer());
       cs->trace_track = observe::NewTraceTrack(who + " recv");
@@ -638,10 +682,19 @@ class Server::Impl : public transport::MessageHandler {
     std::shared_ptr<Job> job = cs->job;
     const wire::CollDesc& d = chunk.desc;
     OPTCAST_RETURN_IF_ERROR(ValidateChunk(chunk, job->nranks, cs->rank));
-    const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(d.dtype);
+    if (job->tree && d.coll != CollType::kAllReduce) {
+      FailJob(job, Code::kInvalidArgument,
+              fmt::format("collective #{} of job {} is a {}, but an aggregation tree carries only allreduce; run "
+                          "{} over a flat server list (OPTCAST_SERVERS naming servers without --upstream)",
+                          d.coll_seq, job->hex, CollTypeName(d.coll), CollTypeName(d.coll)));
+      return Status(Code::kCancelled, "job failed");
+    }
+    // A downstream server sends partials, which may be wider than the elements (tree_math.h).
+    const DataType wire_type = cs->server_member ? PartialType(d.dtype, d.op) : d.dtype;
+    const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(wire_type);
     if (payload_len != expect_bytes) {
       return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
-                                       DataTypeName(d.dtype), payload_len, expect_bytes));
+                                       DataTypeName(wire_type), payload_len, expect_bytes));
     }
     if (job->departed_count > 0 && job->colls.find(d.coll_seq) == job->colls.end()) {
       const uint32_t r = static_cast<uint32_t>(std::find(job->departed.begin(), job->departed.end(), uint8_t{1}) -
@@ -746,6 +799,10 @@ class Server::Impl : public transport::MessageHandler {
 
   void CompleteSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
                     std::map<SlotKey, Slot>::iterator sit) {
+    if (job->tree) {
+      TreeCompleteSlot(job, cit, sit);
+      return;
+    }
     CollState& coll = cit->second;
     Slot& slot = sit->second;
     const wire::CollDesc& d = coll.desc;
@@ -854,8 +911,9 @@ class Server::Impl : public transport::MessageHandler {
     Slot& slot = sit->second;
     const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
     const wire::ChunkDone done{d.coll_seq, slot.ref};
-    const std::shared_ptr<uint8_t>& result = slot.contribs[0];
+    const std::shared_ptr<uint8_t>& result = job->tree ? slot.tree_buf : slot.contribs[0];
     for (uint32_t r = 0; r < job->nranks; ++r) {
+      if (job->tree && !job->tree->members.is_member(r)) continue;
       --job->open_chunks[r];
       OutMessage m;
       if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
@@ -898,6 +956,7 @@ class Server::Impl : public transport::MessageHandler {
 
   void RecycleSlot(std::map<SlotKey, Slot>::node_type node) {
     node.mapped().contribs.clear();  // lets go of the buffers now
+    node.mapped().tree_buf.reset();
     if (free_slots_.size() < kMaxFreeSlots) free_slots_.push_back(std::move(node));
   }
 
@@ -917,6 +976,9 @@ class Server::Impl : public transport::MessageHandler {
     --job->open_chunks[rank];
     SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
   }
+
+  // ---- aggregation tree (docs/tree.md) ----
+#include "server/server_tree.inc"
 
   // ---- limits ----
 
@@ -952,7 +1014,7 @@ class Server::Impl : public transport::MessageHandler {
   void PauseAccepting(const Status& why) {
     if (accept_paused_) return;
     Log().warn("not accepting connections for a moment: {}", why.message());
-    (void)poller_.Modify(listener_.fd(), &listener_, false, false);
+    if (listener_) (void)poller_.Modify(listener_->fd(), listener_.get(), false, false);
     accept_paused_ = true;
     accept_resume_at_ = Clock::now() + std::chrono::milliseconds(100);
   }
@@ -965,6 +1027,7 @@ class Server::Impl : public transport::MessageHandler {
     metrics_.Error(code);
     Log().warn("job {} failed: {}", job->hex, text);
     const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
+    CloseUpstream(*job, wire::EncodeError(wire::ErrorMsg{code, seq, text}));
     for (uint32_t r = 0; r < job->nranks; ++r) {
       ConnState* cs = job->ranks[r];
       if (cs == nullptr) continue;
@@ -1017,6 +1080,7 @@ class Server::Impl : public transport::MessageHandler {
     }
     if (!job->colls.empty()) return;
     Log().info("job {} finished", job->hex);
+    CloseUpstream(*job, wire::EncodeBye());
     jobs_.erase(job->id);
     jobs_active_.store(jobs_.size());
   }
@@ -1063,7 +1127,7 @@ class Server::Impl : public transport::MessageHandler {
 
   ServerOptions opts_;
   ServerMetrics metrics_;
-  transport::tcp::Socket listener_;
+  std::unique_ptr<transport::Listener> listener_;
   uint16_t port_ = 0;
   transport::Poller poller_;
   transport::Waker waker_;
@@ -1094,6 +1158,8 @@ class Server::Impl : public transport::MessageHandler {
   std::vector<ChunkReduction*> free_tasks_;
   std::vector<ReduceTask*> finished_scratch_;
   std::vector<const void*> srcs_scratch_;
+  std::unique_ptr<bool[]> tree_partial_flags_;
+  std::vector<uint8_t> tree_scratch_;
   std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
   std::atomic<uint64_t> reduce_threads_{0};
 

@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "optcast/status.h"
 #include "transport/endpoint.h"
+#include "transport/kind.h"
 
 namespace optcast::observe {
 class Registry;
@@ -18,6 +20,8 @@ namespace optcast::server {
 
 struct ServerOptions {
   transport::Endpoint listen{"0.0.0.0", 8918};
+  // What carries the protocol: the built-in TCP streams or libfabric (docs/transports.md).
+  transport::Kind transport = transport::Kind::kTcp;
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};
   // A connection that has not said hello within this long is dropped.
@@ -39,6 +43,9 @@ struct ServerOptions {
   // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
   // 0: the event loop reduces every chunk itself.
   int reduce_threads = -1;
+  // Aggregation tree (docs/tree.md): the parent server. Each job's ranks here are combined into one
+  // partial that joins the parent's job as one member; the parent's result is relayed back down.
+  std::optional<transport::Endpoint> upstream;
 };
 
 struct ServerStats {

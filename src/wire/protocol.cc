@@ -162,6 +162,19 @@ std::vector<uint8_t> EncodeProof(const Mac& mac) {
   return w.Take();
 }
 
+std::vector<uint8_t> EncodeGrow(const Grow& m) {
+  Writer w(MsgType::kGrow);
+  w.U32(m.weight);
+  w.U32(m.min_rank);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeSealed(uint32_t nranks) {
+  Writer w(MsgType::kSealed);
+  w.U32(nranks);
+  return w.Take();
+}
+
 Status Decode(std::span<const uint8_t> meta, Message* out) {
   Reader r(meta);
   uint16_t version = 0;
@@ -238,6 +251,12 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
       if (r.remaining() != out->proof.size() || !r.Bytes(out->proof.data(), out->proof.size())) {
         return Truncated("proof");
       }
+      return Status::Ok();
+    case MsgType::kGrow:
+      if (!r.U32(&out->grow.weight) || !r.U32(&out->grow.min_rank) || r.remaining() != 0) return Truncated("grow");
+      return Status::Ok();
+    case MsgType::kSealed:
+      if (!r.U32(&out->sealed_nranks) || r.remaining() != 0) return Truncated("sealed");
       return Status::Ok();
   }
   return ProtocolError("unknown message type " + std::to_string(type));

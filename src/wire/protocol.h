@@ -14,6 +14,8 @@
 //   Bye      (c->s): (nothing)  the rank leaves the job cleanly
 //   Challenge(s->c): nonce[32]  the server wants proof of the deployment secret before Welcome
 //   Proof    (c->s): mac[32]    HMAC-SHA256(secret, nonce and the hello), see auth/proof.h
+//   Grow     (s->s): weight u32 min_rank u32  a downstream server now carries `weight` ranks
+//   Sealed   (s->s): nranks u32  every rank of the job has joined the tree (see docs/tree.md)
 //   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 pad u8 count u64 server_elems u64
 
 #include <array>
@@ -40,7 +42,14 @@ enum class MsgType : uint16_t {
   kBye = 7,
   kChallenge = 8,
   kProof = 9,
+  kGrow = 10,
+  kSealed = 11,
 };
+
+// Hello flags. A downstream reduction server joins its parent's job as one member: its `rank` is
+// the first rank that joined it (unique in the job), its ranks are counted by Grow messages, and
+// its chunks carry partial results in the partial type (server/tree_math.h).
+inline constexpr uint32_t kHelloFromServer = 1u << 0;
 
 using JobIdBytes = std::array<uint8_t, 16>;
 using Nonce = std::array<uint8_t, 32>;
@@ -91,6 +100,12 @@ struct ChunkDone {  // Result and Ack
   ChunkRef ref;
 };
 
+// Membership of an aggregation tree (docs/tree.md).
+struct Grow {
+  uint32_t weight = 0;    // ranks the downstream server carries now
+  uint32_t min_rank = 0;  // the lowest of them: orders the server among its siblings
+};
+
 // A decoded meta block.
 struct Message {
   MsgType type = MsgType::kHello;
@@ -101,6 +116,8 @@ struct Message {
   ChunkDone done;
   Nonce challenge{};
   Mac proof{};
+  Grow grow;
+  uint32_t sealed_nranks = 0;
 };
 
 std::vector<uint8_t> EncodeHello(const Hello& m);
@@ -112,6 +129,8 @@ std::vector<uint8_t> EncodeAck(const ChunkDone& m);
 std::vector<uint8_t> EncodeBye();
 std::vector<uint8_t> EncodeChallenge(const Nonce& nonce);
 std::vector<uint8_t> EncodeProof(const Mac& mac);
+std::vector<uint8_t> EncodeGrow(const Grow& m);
+std::vector<uint8_t> EncodeSealed(uint32_t nranks);
 
 // The per-chunk messages have fixed sizes; these write them into the caller's buffer so the data
 // path allocates nothing. `type` of EncodeDoneTo is kResult or kAck.

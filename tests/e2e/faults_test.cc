@@ -340,6 +340,7 @@ TEST(E2eFaults, RankExitingMidCollectiveFailsSurvivorsPromptly) { RunRankDeath(D
 // (c) Bytes that are not the protocol, next to a healthy job.
 
 TEST(E2eFaults, ProtocolAbuseIsRefusedWhileAHealthyJobRuns) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   server::ServerOptions opts = TestServerOptions();
   opts.hello_timeout = milliseconds(1000);
   opts.max_payload = 1u << 20;

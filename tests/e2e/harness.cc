@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -27,7 +28,16 @@ server::ServerOptions TestServerOptions() {
   o.listen = {"127.0.0.1", 0};
   o.job_timeout = milliseconds(10000);
   o.hello_timeout = milliseconds(10000);
+  if (Status st = transport::KindFromEnvironment(transport::Kind::kTcp, &o.transport); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    std::abort();
+  }
   return o;
+}
+
+bool OverFabric() {
+  transport::Kind k = transport::Kind::kTcp;
+  return transport::KindFromEnvironment(transport::Kind::kTcp, &k).ok() && k == transport::Kind::kOfi;
 }
 
 ServerFarm::~ServerFarm() { Stop(); }

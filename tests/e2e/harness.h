@@ -34,7 +34,16 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------------------------------------
 // Servers
 
+// Loopback servers on the transport OPTCAST_TRANSPORT names (tcp when unset): the suite runs
+// once per transport (ctest labels e2e and e2e-ofi).
 server::ServerOptions TestServerOptions();
+
+// True when the suite runs over libfabric (OPTCAST_TRANSPORT=ofi).
+bool OverFabric();
+// Why tests that write protocol bytes straight into a TCP socket do not run over libfabric.
+inline constexpr const char* kRawBytesNeedTcp =
+    "this test writes the built-in TCP framing byte by byte with a raw socket; over ofi the framing is "
+    "libfabric's (the same server checks run through the tcp-transport run of this suite)";
 
 // N servers on loopback, each running on its own thread of this process.
 //

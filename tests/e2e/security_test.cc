@@ -69,6 +69,7 @@ TEST(E2eSecurity, WrongOrMissingSecretIsRefusedCountedAndHarmless) {
 }
 
 TEST(E2eSecurity, AProofIsGoodForItsOwnChallengeAndHelloOnly) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   ServerFarm farm;
   E2E_ASSERT_OK(farm.Start(1, SecuredOptions()));
   const uint16_t port = farm.port(0);
@@ -185,6 +186,7 @@ TEST(E2eSecurity, TheServerMemoryLimitHoldsAcrossJobs) {
 }
 
 TEST(E2eSecurity, ConnectionsOverTheLimitAreRefusedNamingIt) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   server::ServerOptions o = TestServerOptions();
   o.max_connections = 2;
   ServerFarm farm;
@@ -223,6 +225,7 @@ std::vector<uint8_t> ChunkFrame(const wire::Chunk& c) {
 }
 
 TEST(E2eSecurity, ARankRunningAheadOfItsJobIsStoppedAtTheOpenChunkLimit) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   server::ServerOptions o = TestServerOptions();
   o.max_open_chunks_per_rank = 4;
   ServerFarm farm;
@@ -244,6 +247,7 @@ TEST(E2eSecurity, ARankRunningAheadOfItsJobIsStoppedAtTheOpenChunkLimit) {
 // Found by fuzzing: an all-gather chunk waited for each absent rank in a message of its own, so a
 // few kilobytes from one rank of a large job made the server allocate gigabytes.
 TEST(E2eSecurity, AllGatherDataForAbsentRanksIsHeldOncePerChunk) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   ServerFarm farm;
   E2E_ASSERT_OK(farm.Start(1));
   const int fd = RawConnect(farm.port(0));

@@ -63,6 +63,7 @@ CommConfig Config() {
 }
 
 TEST(E2eShutdown, TheCollectiveInFlightFinishesThenNewOnesAreRefused) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   RunningServer srv;
   E2E_ASSERT_OK(srv.Start());
   const JobId job = JobId::Random();
@@ -121,6 +122,7 @@ TEST(E2eShutdown, WhatIsStillRunningAtTheDeadlineFailsWithTheReason) {
 }
 
 TEST(E2eShutdown, AnIdleServerReturnsAtOnceAndAHelloIsRefused) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   RunningServer srv;
   E2E_ASSERT_OK(srv.Start());
   // Connected but silent when the drain begins: told why, then closed.

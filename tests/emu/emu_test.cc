@@ -100,6 +100,36 @@ TEST_F(EmuTest, RunComparesAlgorithmsAndCleansUp) {
   EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run` left namespaces behind";
 }
 
+// A depth-2 aggregation tree on the emulated network: 4 workers, 2 leaves (one per pair of
+// workers), a root; results checked by the bench, time within the tree's bound.
+TEST_F(EmuTest, TreeOfTwoLeavesAndARoot) {
+  const std::string json_path =
+      std::filesystem::temp_directory_path() / ("optcast-emu-tree-" + std::to_string(getpid()) + ".json");
+  const std::string cmd = optcast_ +
+                          " emu run --workers 4 --servers 3 --tree --algo server --rate 200mbit -b 1M -e 1M -n 3 "
+                          "-w 1 --json " +
+                          json_path;
+  std::string out;
+  const int rc = Shell(cmd, &out);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
+  std::ifstream f(json_path);
+  ASSERT_TRUE(f.good()) << "no JSON at " << json_path << "\n" << out;
+  nlohmann::json j;
+  f >> j;
+  std::filesystem::remove(json_path);
+  EXPECT_EQ(j["cluster"]["tree"], true);
+  int rows = 0;
+  for (const auto& row : j["results"]) {
+    ++rows;
+    EXPECT_EQ(row["algo"], "server");
+    EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u);
+    EXPECT_GT(row["algbw_gbps"].get<double>(), 0.0);
+    EXPECT_LT(row["fraction_of_bound"].get<double>(), 1.05);
+  }
+  EXPECT_EQ(rows, 1) << out;
+  EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run --tree` left namespaces behind";
+}
+
 TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   std::string out;
   ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit", &out), 0) << out;

@@ -63,6 +63,9 @@ LocalServers::LocalServers(int n) {
   for (int i = 0; i < n; ++i) {
     server::ServerOptions opts;
     opts.listen = {"127.0.0.1", 0};
+    // The same transport as the plugin's communicators (OPTCAST_TRANSPORT).
+    Status kind = transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport);
+    if (!kind.ok()) throw std::runtime_error(kind.ToString());
     auto s = std::make_unique<server::Server>(opts);
     Status st = s->Start();
     if (!st.ok()) throw std::runtime_error("server start: " + st.ToString());

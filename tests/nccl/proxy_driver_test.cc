@@ -195,6 +195,8 @@ class ServerProcesses {
       Child c = Fork("server " + std::to_string(i), [](int fd) {
         server::ServerOptions opts;
         opts.listen = {"127.0.0.1", 0};
+        // The same transport as the plugin's communicators (OPTCAST_TRANSPORT).
+        if (!transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport).ok()) return 2;
         server::Server s(opts);
         const Status st = s.Start();
         const uint16_t port = st.ok() ? s.port() : 0;

@@ -212,19 +212,15 @@ TEST_P(SimdTargetTest, EveryTypeAndOpMatchesSequentialReference) {
   }
 }
 
-// Which pairs have a vector kernel: all but 64-bit integer avg, which falls back to the portable
-// loop (a 64-bit division has no vector instruction).
-TEST_P(SimdTargetTest, VectorKernelsCoverEveryPairBut64BitIntegerAvg) {
+// Every type/op pair has a vector kernel (Combine's avg divides by nsrc).
+TEST_P(SimdTargetTest, VectorKernelsCoverEveryPair) {
   TargetScope scope(GetParam());
   std::vector<uint8_t> a(64, 1), b(64, 2), out(64);
   const void* srcs[2] = {a.data(), b.data()};
   for (const DataType dtype : kAllTypes) {
     for (const RedOp op : kAllOps) {
-      const bool integer = dtype != DataType::kFloat32 && dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 &&
-                           dtype != DataType::kFloat64;
-      const bool portable = integer && op == RedOp::kAvg && DataTypeSize(dtype) == 8;
       const size_t count = out.size() / DataTypeSize(dtype);
-      EXPECT_EQ(detail::RunSimdKernel(dtype, op, srcs, 2, out.data(), count, 2), !portable)
+      EXPECT_TRUE(detail::RunSimdKernel(dtype, op, srcs, 2, out.data(), count, 2))
           << DataTypeName(dtype) << " " << RedOpName(op);
     }
   }
@@ -250,6 +246,30 @@ void CheckAverageEdges(DataType dtype) {
     ASSERT_TRUE(Combine(dtype, RedOp::kAvg, ptrs.data(), nsrc, got.data(), count).ok());
     for (size_t i = 0; i < count; ++i) {
       ASSERT_EQ(got[i], PlainReference(RedOp::kAvg, s, i)) << DataTypeName(dtype) << " nsrc=" << nsrc << " i=" << i;
+    }
+  }
+}
+
+// FinishAverage divides one buffer by a divisor of its own: 64-bit lanes with small and large
+// divisors (above 2^20 the portable loop takes over), against plain integer division.
+TEST_P(SimdTargetTest, SixtyFourBitFinishAverageMatchesIntegerDivision) {
+  TargetScope scope(GetParam());
+  std::mt19937_64 rng(11);
+  for (const int divisor : {1, 3, 7, 8192, 999983, (1 << 20) + 1}) {
+    std::vector<int64_t> values(100);
+    for (auto& v : values) v = static_cast<int64_t>(rng());
+    values[0] = std::numeric_limits<int64_t>::min();
+    values[1] = std::numeric_limits<int64_t>::max();
+    values[2] = -1;
+    std::vector<uint64_t> unsigned_values(values.begin(), values.end());
+    std::vector<int64_t> got = values;
+    std::vector<uint64_t> got_unsigned = unsigned_values;
+    ASSERT_TRUE(FinishAverage(DataType::kInt64, got.data(), got.size(), divisor).ok());
+    ASSERT_TRUE(FinishAverage(DataType::kUInt64, got_unsigned.data(), got_unsigned.size(), divisor).ok());
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(got[i], values[i] / divisor) << "int64 " << values[i] << " / " << divisor;
+      ASSERT_EQ(got_unsigned[i], unsigned_values[i] / static_cast<uint64_t>(divisor))
+          << "uint64 " << unsigned_values[i] << " / " << divisor;
     }
   }
 }

@@ -197,6 +197,24 @@ TEST(WireRoundTrip, Bye) {
   EXPECT_EQ(out.type, MsgType::kBye);
 }
 
+TEST(WireRoundTrip, GrowAndSealed) {
+  Message out;
+  ASSERT_TRUE(DecodeBytes(EncodeGrow(Grow{0x01020304u, 0x0a0b0c0du}), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kGrow);
+  EXPECT_EQ(out.grow.weight, 0x01020304u);
+  EXPECT_EQ(out.grow.min_rank, 0x0a0b0c0du);
+  ASSERT_TRUE(DecodeBytes(EncodeSealed(4096), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kSealed);
+  EXPECT_EQ(out.sealed_nranks, 4096u);
+  // Exact lengths: a Grow cut short or a Sealed with a trailing byte is refused.
+  auto grow = EncodeGrow(Grow{1, 2});
+  grow.pop_back();
+  EXPECT_EQ(DecodeBytes(grow, &out).code(), Code::kProtocol);
+  auto sealed = EncodeSealed(1);
+  sealed.push_back(0);
+  EXPECT_EQ(DecodeBytes(sealed, &out).code(), Code::kProtocol);
+}
+
 TEST(WireRoundTrip, LittleEndianLayout) {
   // The chunk layout is fixed: check a few fields at their documented byte positions.
   const auto b = EncodeChunk(SampleChunk());
@@ -228,7 +246,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{10}, uint16_t{11}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{12}, uint16_t{13}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;

@@ -93,6 +93,9 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
                   "Path of optcast-gloo-bench (default: next to optcast, $OPTCAST_GLOO_BENCH, or PATH)");
   run->add_option("--optcast", flags->run.optcast_binary, "optcast binary to run on the hosts (default: this one)");
   run->add_flag("--keep-logs", flags->run.keep_logs, "Keep the per-process logs even when all went well");
+  run->add_flag("--tree", flags->run.tree,
+                "Servers form an aggregation tree: server 0 is the root, the others leaves; each worker talks to "
+                "one leaf (needs --servers >= 2)");
 
   CLI::App* down = cmd->add_subcommand("down", "Stop everything in the cluster and delete it (idempotent)");
   down->add_flag("-v,--verbose", flags->verbose, "Print every command");

@@ -220,12 +220,19 @@ struct Bounds {
   double For(const std::string& algo) const { return algo == "server" ? server_Bps : ring_Bps; }
 };
 
-Bounds ComputeBounds(const ClusterSpec& spec) {
+Bounds ComputeBounds(const ClusterSpec& spec, bool tree) {
   Bounds b;
   const double n = spec.workers;
   b.rate_Bps = static_cast<double>(spec.rate_bits) / 8.0;
   // Each worker sends and receives the buffer once; each server moves n/S of it each way.
   b.server_Bps = spec.servers >= spec.workers ? b.rate_Bps : b.rate_Bps * spec.servers / n;
+  if (tree && spec.servers >= 2) {
+    // The busiest leaf moves the buffer once per own worker plus once to and from the root; the
+    // root moves it once per leaf (float32 partials are the buffer's size).
+    const int leaves = spec.servers - 1;
+    const int per_leaf = (spec.workers + leaves - 1) / leaves;
+    b.server_Bps = b.rate_Bps / std::max(per_leaf + 1, leaves);
+  }
   // A ring sends and receives 2(n-1)/n of the buffer per worker.
   b.ring_Bps = b.rate_Bps * n / (2.0 * (n - 1.0));
   return b;
@@ -311,8 +318,9 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                 const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
-  std::printf("\n# emulated cluster: %d workers, %d servers, %s per link and direction (%.2f MB/s), MTU %d\n",
-              s.workers, s.servers, FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, s.mtu);
+  std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), MTU %d\n",
+              s.workers, s.servers, o.tree ? " (a tree: server 0 is the root)" : "", FormatRate(s.rate_bits).c_str(),
+              b.rate_Bps / 1e6, s.mtu);
   std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
               b.ring_Bps / 1e6, ideal);
   // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
@@ -406,7 +414,7 @@ Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, 
 
 class Emulation {
  public:
-  explicit Emulation(const RunOptions& o) : o_(o), bounds_(ComputeBounds(o.spec)) {}
+  explicit Emulation(const RunOptions& o) : o_(o), bounds_(ComputeBounds(o.spec, o.tree)) {}
   ~Emulation() { StopServers(); }
 
   int Run();
@@ -446,6 +454,9 @@ Status Emulation::Prepare() {
       return InvalidArgument("unknown algorithm '" + a + "'; use server, ring, gloo");
     }
     if (a == "server" && o_.spec.servers < 1) return InvalidArgument("--algo server needs --servers >= 1");
+    if (a == "server" && o_.tree && o_.spec.servers < 2) {
+      return InvalidArgument("--tree needs --servers >= 2: server 0 is the root, the others are leaves");
+    }
     if (a == "gloo") {
       gloo_ = FindGlooBench(o_.gloo_binary);
       if (gloo_.empty()) {
@@ -488,10 +499,14 @@ Status Emulation::StartServers() {
     const Host h = ServerHost(j);
     Proc p;
     p.what = "server " + std::to_string(j) + " (" + h.netns + ")";
-    OPTCAST_RETURN_IF_ERROR(Spawn(h.netns,
-                                  {optcast_, "server", "--listen", h.address + ":" + std::to_string(kServerPort),
-                                   "--timeout-ms", std::to_string(timeout_ms), "--log-level", "warn"},
-                                  workdir_ + "/server-" + std::to_string(j) + ".log", o_.verbose, &p));
+    std::vector<std::string> args = {optcast_,       "server",
+                                     "--listen",     h.address + ":" + std::to_string(kServerPort),
+                                     "--timeout-ms", std::to_string(timeout_ms),
+                                     "--log-level",  "warn"};
+    if (o_.tree && j > 0) {
+      args.insert(args.end(), {"--upstream", ServerHost(0).address + ":" + std::to_string(kServerPort)});
+    }
+    OPTCAST_RETURN_IF_ERROR(Spawn(h.netns, args, workdir_ + "/server-" + std::to_string(j) + ".log", o_.verbose, &p));
     servers_.push_back(p);
   }
   for (const auto& s : servers_) OPTCAST_RETURN_IF_ERROR(WaitListening(s, std::chrono::seconds(15)));
@@ -528,6 +543,8 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
     for (int j = 0; j < o_.spec.servers; ++j) {
       servers += (j ? "," : "") + ServerHost(j).address + ":" + std::to_string(kServerPort);
     }
+    // In a tree a worker knows only its own leaf; the leaf knows the root.
+    if (o_.tree) servers = ServerHost(1 + rank % (o_.spec.servers - 1)).address + ":" + std::to_string(kServerPort);
     // A fresh rendezvous port per phase: the previous phase's sockets may still be in TIME_WAIT.
     args = {optcast_,       "bench",
             "--rank",       std::to_string(rank),
@@ -590,6 +607,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
   j["machine"]["cpu_busy_before_run"] = busy_before_;
   j["cluster"] = {{"workers", o_.spec.workers},
                   {"servers", o_.spec.servers},
+                  {"tree", o_.tree},
                   {"rate", FormatRate(o_.spec.rate_bits)},
                   {"rate_bits", o_.spec.rate_bits},
                   {"mtu", o_.spec.mtu},

@@ -23,6 +23,9 @@ struct RunOptions {
   std::string json_path;
   std::string plot_path;
   bool keep_logs = false;
+  // Aggregation tree (docs/tree.md): server 0 is the root, the others are leaves forwarding to it,
+  // and worker w talks only to leaf 1 + w mod (servers - 1).
+  bool tree = false;
   bool verbose = false;
 };
 

@@ -51,14 +51,18 @@ OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, ui
   return m;
 }
 
-Connection::Connection(tcp::Socket socket, uint64_t max_payload, std::string peer)
+}  // namespace optcast::transport
+
+namespace optcast::transport::tcp {
+
+StreamConnection::StreamConnection(Socket socket, uint64_t max_payload, std::string peer)
     : socket_(std::move(socket)), max_payload_(max_payload), peer_(std::move(peer)), staging_(kStagingBytes) {}
 
-Connection::~Connection() = default;
+StreamConnection::~StreamConnection() = default;
 
-void Connection::Send(OutMessage msg) { out_.push_back(std::move(msg)); }
+void StreamConnection::Send(OutMessage msg) { out_.push_back(std::move(msg)); }
 
-Status Connection::Flush() {
+Status StreamConnection::Flush() {
   std::vector<std::function<void()>> done;
   Status result;
   while (!out_.empty()) {
@@ -108,7 +112,7 @@ Status Connection::Flush() {
   return result;
 }
 
-Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
+Status StreamConnection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
   *progressed = false;
   for (;;) {
     const size_t avail = staged_end_ - staged_begin_;
@@ -168,7 +172,7 @@ Status Connection::ParseFromStaging(MessageHandler& handler, bool* progressed) {
   }
 }
 
-void Connection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
+void StreamConnection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
   OutQueue kept;
   bool first = true;
   for (OutMessage& m : out_) {
@@ -191,14 +195,14 @@ void Connection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
   if (out_.empty()) out_offset_ = 0;
 }
 
-void Connection::DropPendingWrites() {
+void StreamConnection::DropPendingWrites() {
   out_.clear();
   out_offset_ = 0;
 }
 
-void Connection::ShutdownWrite() { ::shutdown(socket_.fd(), SHUT_WR); }
+void StreamConnection::ShutdownWrite() { ::shutdown(socket_.fd(), SHUT_WR); }
 
-bool Connection::DiscardAvailable() {
+bool StreamConnection::DiscardAvailable() {
   for (;;) {
     ssize_t n = ::recv(socket_.fd(), staging_.data(), staging_.size(), MSG_DONTWAIT);
     if (n > 0) continue;
@@ -208,7 +212,7 @@ bool Connection::DiscardAvailable() {
   }
 }
 
-Status Connection::ReadAvailable(MessageHandler& handler, size_t budget) {
+Status StreamConnection::ReadAvailable(MessageHandler& handler, size_t budget) {
   size_t consumed = 0;
   for (;;) {
     bool progressed = false;
@@ -218,8 +222,8 @@ Status Connection::ReadAvailable(MessageHandler& handler, size_t budget) {
     if (state_ == ReadState::kPayload && staged_begin_ == staged_end_ &&
         payload_len_ - payload_done_ >= staging_.size() / 2) {
       // Large remainder: receive straight into the destination.
-      n = ::recv(socket_.fd(), payload_dst_ + payload_done_,
-                 static_cast<size_t>(payload_len_ - payload_done_), MSG_DONTWAIT);
+      n = ::recv(socket_.fd(), payload_dst_ + payload_done_, static_cast<size_t>(payload_len_ - payload_done_),
+                 MSG_DONTWAIT);
       if (n > 0) {
         payload_done_ += static_cast<uint64_t>(n);
         consumed += static_cast<size_t>(n);
@@ -251,4 +255,4 @@ Status Connection::ReadAvailable(MessageHandler& handler, size_t budget) {
   }
 }
 
-}  // namespace optcast::transport
+}  // namespace optcast::transport::tcp

@@ -3,53 +3,51 @@
 
 #include <string>
 
+#include "transport/connection.h"
 #include "transport/message.h"
 #include "transport/tcp/out_queue.h"
 #include "transport/tcp/socket.h"
 
-namespace optcast::transport {
+namespace optcast::transport::tcp {
 
 // A non-blocking, message-framed TCP connection. Not thread-safe: one thread drives it.
-class Connection {
+class StreamConnection final : public Connection {
  public:
-  Connection(tcp::Socket socket, uint64_t max_payload, std::string peer);
-  ~Connection();
+  StreamConnection(Socket socket, uint64_t max_payload, std::string peer);
+  ~StreamConnection() override;
 
-  int fd() const { return socket_.fd(); }
-  const std::string& peer() const { return peer_; }
+  int fd() const override { return socket_.fd(); }
+  const std::string& peer() const override { return peer_; }
 
   // Queues a message; bytes go out on Flush().
-  void Send(OutMessage msg);
+  void Send(OutMessage msg) override;
   // Writes what the socket accepts now. Error: the connection is broken.
-  Status Flush();
-  bool HasPendingWrites() const { return !out_.empty(); }
-  size_t PendingWriteCount() const { return out_.size(); }
+  Status Flush() override;
+  bool HasPendingWrites() const override { return !out_.empty(); }
+  size_t PendingWriteCount() const override { return out_.size(); }
 
   // Reads what is available (up to `budget` bytes) and delivers complete messages to `handler`.
   // Returns Unavailable when the peer closed, Protocol on garbage, or the handler's error.
-  Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20);
+  Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20) override;
 
   // For queued messages whose tag satisfies `pred`: drops those not started, and copies the
   // unsent rest of a partly written one into memory of its own, so that the caller's buffer may
   // be freed while the stream stays well-formed.
-  void DetachPayloads(const std::function<bool(uint64_t)>& pred);
+  void DetachPayloads(const std::function<bool(uint64_t)>& pred) override;
   // Forgets every queued message (the connection will not be written again).
-  void DropPendingWrites();
+  void DropPendingWrites() override;
 
   // Half-closes the sending side (the peer sees end-of-stream after what was sent).
-  void ShutdownWrite();
+  void ShutdownWrite() override;
   // Reads and throws away what the peer sends. Returns false once the peer has closed.
-  bool DiscardAvailable();
-
-  // Opaque pointer for the owner (the server keeps its per-connection state here).
-  void* user_data = nullptr;
+  bool DiscardAvailable() override;
 
  private:
   enum class ReadState { kHeader, kMeta, kPayload };
 
   Status ParseFromStaging(MessageHandler& handler, bool* progressed);
 
-  tcp::Socket socket_;
+  Socket socket_;
   uint64_t max_payload_;
   std::string peer_;
 
@@ -69,4 +67,4 @@ class Connection {
   size_t out_offset_ = 0;  // bytes of out_.front() already written (head then payload)
 };
 
-}  // namespace optcast::transport
+}  // namespace optcast::transport::tcp

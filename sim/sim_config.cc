@@ -1,0 +1,44 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "sim/sim_config.h"
+
+#include <fmt/format.h>
+
+namespace optcast::sim {
+
+const char* AlgoName(Algo a) {
+  switch (a) {
+    case Algo::kRing: return "ring";
+    case Algo::kServers: return "servers";
+    case Algo::kTree: return "tree";
+  }
+  return "?";
+}
+
+Status ParseAlgo(const std::string& s, Algo* out) {
+  if (s == "ring")
+    *out = Algo::kRing;
+  else if (s == "servers")
+    *out = Algo::kServers;
+  else if (s == "tree")
+    *out = Algo::kTree;
+  else
+    return InvalidArgument("unknown algorithm '" + s + "'; use ring, servers or tree");
+  return Status::Ok();
+}
+
+Status SimConfig::Validate() const {
+  if (workers < 2) return InvalidArgument(fmt::format("--workers {}: need at least 2", workers));
+  if (algo != Algo::kRing && servers < 1) return InvalidArgument("--servers must be at least 1");
+  if (algo == Algo::kTree && roots < 1) return InvalidArgument("--roots must be at least 1");
+  if (link_bps <= 0 || reduce_bps <= 0)
+    return InvalidArgument("--link-mbit, --payload-share and --reduce-gbs must be positive");
+  if (latency_s < 0 || per_chunk_s < 0) return InvalidArgument("--latency-us and --per-chunk-us must be >= 0");
+  if (rack_size < 2) return InvalidArgument("--rack-size must be at least 2");
+  if (oversub < 1) return InvalidArgument("--oversub must be >= 1 (1 = non-blocking)");
+  if (bytes < 4) return InvalidArgument("--bytes must hold at least one float32");
+  if (server_delay_s < 0) return InvalidArgument("--server-delay-us must be >= 0");
+  if (host_flows < 1) return InvalidArgument("--host-flows must be at least 1");
+  return Status::Ok();
+}
+
+}  // namespace optcast::sim

@@ -1,0 +1,43 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// Everything one simulated AllReduce depends on: the fabric, the algorithm and the message.
+
+#include <cstdint>
+#include <string>
+
+#include "optcast/status.h"
+
+namespace optcast::sim {
+
+enum class Algo { kRing, kServers, kTree };
+const char* AlgoName(Algo a);
+Status ParseAlgo(const std::string& s, Algo* out);
+
+struct SimConfig {
+  // Fabric: racks of `rack_size` host ports behind a leaf switch, leaf switches joined by a
+  // non-blocking spine through an uplink of rack_size * link_bps / oversub each way.
+  double link_bps = 25e6;    // bytes/s of payload per host link, each way
+  double latency_s = 50e-6;  // one way, host to host through one leaf switch
+  int rack_size = 32;        // host ports per leaf switch
+  double oversub = 1.0;      // host ports : uplink capacity of a leaf switch
+  double reduce_bps = 10e9;  // bytes of input a server reduces per second
+  double per_chunk_s = 0.0;  // fixed server cost per chunk received (wake-up, syscalls)
+  // Delay between a server finishing a chunk and its result leaving. 0 on a real cluster; on the
+  // emulated one (docs/emulated-cluster.md) every host shares one busy 2-core machine and a
+  // server waits for a CPU far longer than it runs (docs/scale.md, "Calibration").
+  double server_delay_s = 0.0;
+
+  Algo algo = Algo::kRing;
+  int workers = 8;
+  int servers = 8;               // flat: servers; tree: leaf servers per worker rack
+  int roots = 1;                 // tree: root servers on the spine side
+  uint64_t bytes = 64ull << 20;  // AllReduce size (float32)
+  uint64_t chunk_bytes = 0;      // 0: the client's own choice (client/plan.h)
+  int window = 0;                // chunks per server link; 0: the client's byte-bounded window
+  int host_flows = 16;           // most messages a host has on the wire at once (see node.h)
+
+  Status Validate() const;
+};
+
+}  // namespace optcast::sim

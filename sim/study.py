@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+# Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+"""Runs the scale study (docs/scale.md): ring, flat servers and trees at n = 64, 256, 1024.
+
+Usage: study.py SIM_BINARY OUT_DIR [--quick] [--jobs 2] [--max-workers N] [--timeout S]
+Writes OUT_DIR/results.json (one object per run), OUT_DIR/tables.md and PNG plots (gnuplot).
+--quick runs the same study at n = 8, 16 and 32 with 1 and 4 MiB in seconds. A run that takes
+longer than --timeout seconds of wall time is left out of the tables and listed as such.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+
+MIB = 1 << 20
+# The fabric of the study: 100 Gbit/s host links, 5 us host to host inside a rack, racks of 32
+# workers, servers that reduce 40 GB/s of input (a few cores of Highway kernels).
+FABRIC = ["--link-mbit", "100000", "--latency-us", "5", "--rack-size", "32", "--reduce-gbs", "40"]
+RACK = 32
+
+
+# Flat servers and trees at 1024 workers and 64 MiB move about two million chunk messages each
+# way; SimGrid needs hours for that on 2 cores (docs/scale.md, "Assumptions and limits").
+TOO_COSTLY = lambda label, n, size: n >= 1024 and size >= 64 * MIB and label != "ring"
+
+
+def configs(ns, sizes, oversubs):
+    """(label, n, size, oversub, flags) for every run of the study."""
+    out = []
+    for n in ns:
+        racks = max(1, n // RACK)
+        leaves_full = min(RACK, n)
+        for size in sizes:
+            for o in oversubs:
+                out.append(("ring", n, size, o, ["--algo", "ring"]))
+                out.append(("servers M=n", n, size, o, ["--algo", "servers", "-m", str(n)]))
+                out.append(("servers M=n/4", n, size, o, ["--algo", "servers", "-m", str(n // 4)]))
+                # One leaf server per worker in each rack, one root per rack.
+                out.append(("tree M=n", n, size, o,
+                            ["--algo", "tree", "-m", str(leaves_full), "--roots", str(racks)]))
+                out.append(("tree M=n/4", n, size, o,
+                            ["--algo", "tree", "-m", str(max(1, leaves_full // 4)), "--roots", str(racks)]))
+    return out
+
+
+def sweep(n, size):
+    """Flat servers at n workers, M from n/4 to 5n/4: how many servers reach 90% of the link."""
+    return [("servers sweep", n, size, 1, ["--algo", "servers", "-m", str(m)])
+            for m in sorted({max(1, n * k // 8) for k in (2, 4, 6, 7, 8, 9, 10)})]
+
+
+def run_one(sim, cfg, timeout):
+    label, n, size, o, flags = cfg
+    t0 = time.time()
+    args = [sim, *FABRIC, "--workers", str(n), "--bytes", str(size), "--oversub", str(o), *flags]
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(label=label, workers=n, bytes=size, oversub=o, timed_out=True, wall_s=timeout,
+                    args=" ".join(args[1:]))
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {p.stderr.strip()}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r.update(label=label, wall_s=round(time.time() - t0, 2))
+    return r
+
+
+def plot(results, out_dir, size, oversub):
+    rows = [r for r in results if r["bytes"] == size and r["oversub"] == oversub and r["label"] != "servers sweep"]
+    if not rows:
+        return
+    labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
+    ns = sorted({r["workers"] for r in rows})
+    dat = os.path.join(out_dir, f"algbw-{size >> 20}MiB-oversub{oversub:g}.dat")
+    with open(dat, "w") as f:
+        f.write("# n " + " ".join(l.replace(" ", "_") for l in labels) + "  (algbw / link rate)\n")
+        for n in ns:
+            vals = []
+            for l in labels:
+                m = [r for r in rows if r["workers"] == n and r["label"] == l]
+                vals.append(f"{m[0]['algbw_over_link']:.4f}" if m else "NaN")
+            f.write(f"{n} " + " ".join(vals) + "\n")
+    png = dat[:-4] + ".png"
+    cols = " , ".join(f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{l}'" for i, l in enumerate(labels))
+    script = (f"set terminal pngcairo size 800,500\nset output '{png}'\nset logscale x 2\n"
+              f"set xlabel 'workers n'\nset ylabel 'algbw / link rate'\nset yrange [0:1.1]\nset key outside\n"
+              f"set title 'AllReduce of {size >> 20} MiB, fat tree {oversub:g}:1, 100 Gbit/s links'\n"
+              f"plot {cols}\n")
+    try:
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"no plot {png}: {e} (apt-get install gnuplot-nox)", file=sys.stderr)
+
+
+def tables(results):
+    lines = []
+    for o in sorted({r["oversub"] for r in results}):
+        for size in sorted({r["bytes"] for r in results}):
+            rows = [r for r in results if r["bytes"] == size and r["oversub"] == o and r["label"] != "servers sweep"]
+            if not rows:
+                continue
+            labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
+            lines.append(f"\nalgbw / link rate, {size >> 20} MiB, fat tree {o:g}:1\n")
+            lines.append("| n | " + " | ".join(labels) + " |")
+            lines.append("|---|" + "---|" * len(labels))
+            for n in sorted({r["workers"] for r in rows}):
+                cells = []
+                for l in labels:
+                    m = [r for r in rows if r["workers"] == n and r["label"] == l]
+                    cells.append(f"{m[0]['algbw_over_link']:.3f}" if m else "-")
+                lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    sw = [r for r in results if r["label"] == "servers sweep"]
+    if sw:
+        lines.append(f"\nflat servers, n = {sw[0]['workers']}, {sw[0]['bytes'] >> 20} MiB, non-blocking\n")
+        lines.append("| M | algbw / link rate |")
+        lines.append("|---|---|")
+        for r in sorted(sw, key=lambda r: r["servers"]):
+            lines.append(f"| {r['servers']} | {r['algbw_over_link']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sim")
+    ap.add_argument("out_dir")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--max-workers", type=int, default=1024)
+    ap.add_argument("--timeout", type=float, default=200)
+    ap.add_argument("--render", action="store_true", help="only redo tables and plots from OUT_DIR/results.json")
+    a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
+    if a.render:
+        with open(os.path.join(a.out_dir, "results.json")) as f:
+            results = [r for r in json.load(f) if not r.get("timed_out")]
+        render(results, a.out_dir, "")
+        return 0
+    ns = [8, 16, 32] if a.quick else [n for n in (64, 256, 1024) if n <= a.max_workers]
+    cfgs = configs(ns, [1 * MIB, 4 * MIB] if a.quick else [1 * MIB, 64 * MIB], [1, 4])
+    cfgs += sweep(16, 4 * MIB) if a.quick else sweep(64, 8 * MIB)
+    skipped = [c for c in cfgs if TOO_COSTLY(c[0], c[1], c[2])]
+    cfgs = [c for c in cfgs if not TOO_COSTLY(c[0], c[1], c[2])]
+    # Cheapest first: what finishes is in the tables even if the expensive runs time out.
+    cfgs.sort(key=lambda c: (c[1], c[2], c[3]))
+    results, timed_out = [], []
+    path = os.path.join(a.out_dir, "results.json")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        futs = {pool.submit(run_one, a.sim, c, a.timeout): c for c in cfgs}
+        for i, f in enumerate(concurrent.futures.as_completed(futs), 1):
+            r = f.result()
+            if r.get("timed_out"):
+                timed_out.append(r)
+                print(f"[{i}/{len(cfgs)}] {r['label']:14s} n={r['workers']:5d} {r['bytes'] >> 20:3d} MiB "
+                      f"{r['oversub']:g}:1  over {a.timeout:g} s of wall time, left out", flush=True)
+                continue
+            results.append(r)
+            print(f"[{i}/{len(cfgs)}] {r['label']:14s} n={r['workers']:5d} {r['bytes'] >> 20:3d} MiB "
+                  f"{r['oversub']:g}:1  algbw/link {r['algbw_over_link']:.3f}  ({r['wall_s']} s)", flush=True)
+            with open(path, "w") as out:
+                json.dump(results + timed_out, out, indent=1)
+    notes = ""
+    if skipped:
+        notes += "\nnot simulated (cost): " + "; ".join(f"{c[0]} n={c[1]} {c[2] >> 20} MiB {c[3]:g}:1" for c in skipped) + "\n"
+    if timed_out:
+        notes += "\nleft out (over the wall-time limit): " + "; ".join(
+            f"{r['label']} n={r['workers']} {r['bytes'] >> 20} MiB {r['oversub']:g}:1" for r in timed_out) + "\n"
+    render(results, a.out_dir, notes)
+    return 0
+
+
+def render(results, out_dir, notes):
+    for size in sorted({r["bytes"] for r in results}):
+        for o in sorted({r["oversub"] for r in results}):
+            plot(results, out_dir, size, o)
+    md = tables(results) + notes
+    with open(os.path.join(out_dir, "tables.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "server/upstream_link.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "auth/proof.h"
+
+namespace optcast::server {
+
+Status StartConnect(const transport::Endpoint& parent, transport::tcp::Socket* out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(parent.port);
+  if (int rc = getaddrinfo(parent.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return Status(Code::kUnavailable, fmt::format("cannot resolve {}: {}", parent.host, gai_strerror(rc)));
+  }
+  std::string last = "no address";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    transport::tcp::Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+    if (!s.valid()) {
+      last = std::string("socket(): ") + std::strerror(errno);
+      continue;
+    }
+    if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      freeaddrinfo(res);
+      OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(s.fd(), true));
+      *out = std::move(s);
+      return Status::Ok();
+    }
+    last = std::strerror(errno);
+  }
+  freeaddrinfo(res);
+  return Status(Code::kUnavailable, fmt::format("connect to {}: {}", parent.ToString(), last));
+}
+
+transport::OutMessage UpstreamLink::HelloMessage() const {
+  return transport::MakeOutMessage(wire::EncodeHello(hello_), nullptr, 0);
+}
+
+Status UpstreamLink::OnHandshake(const wire::Message& msg, std::vector<transport::OutMessage>* reply) {
+  if (welcomed_) return ProtocolError("the upstream server sent a second welcome or challenge");
+  if (msg.type == wire::MsgType::kChallenge) {
+    if (challenged_) return ProtocolError("the upstream server sent a second challenge");
+    if (secret_.empty()) {
+      return Status(Code::kUnauthenticated,
+                    fmt::format("the upstream server {} requires authentication but this server has no secret; give "
+                                "every server of the tree the same --secret-file",
+                                parent_));
+    }
+    challenged_ = true;
+    const wire::Mac mac = auth::ComputeProof(secret_, msg.challenge, hello_);
+    reply->push_back(transport::MakeOutMessage(wire::EncodeProof(mac), nullptr, 0));
+    return Status::Ok();
+  }
+  if (msg.type == wire::MsgType::kWelcome) {
+    welcomed_ = true;
+    max_payload_ = msg.welcome.max_payload;
+    return Status::Ok();
+  }
+  return ProtocolError(fmt::format("the upstream server {} sent message type {} before its welcome", parent_,
+                                   static_cast<int>(msg.type)));
+}
+
+}  // namespace optcast::server

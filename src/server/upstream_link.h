@@ -1,0 +1,63 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// A server's membership in its parent's job (docs/tree.md): the hello that joins the parent as
+// one member, the answer to the parent's challenge (the same deployment secret as the workers'),
+// and the messages held back until the parent's welcome.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "optcast/status.h"
+#include "transport/endpoint.h"
+#include "transport/message.h"
+#include "transport/tcp/socket.h"
+#include "wire/protocol.h"
+
+namespace optcast::server {
+
+// Starts a non-blocking connection to the parent: the event loop never waits for it. The socket
+// becomes writable once connected; a refused or unreachable parent shows up as an error on the
+// first read or write, a silent one as no welcome within the hello timeout.
+Status StartConnect(const transport::Endpoint& parent, transport::tcp::Socket* out);
+
+class UpstreamLink {
+ public:
+  UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello)
+      : parent_(std::move(parent)), secret_(std::move(secret)), hello_(hello) {}
+
+  const std::string& parent() const { return parent_; }
+  const wire::Hello& hello() const { return hello_; }
+  bool welcomed() const { return welcomed_; }
+  uint64_t max_payload() const { return max_payload_; }
+
+  // The first message on the connection.
+  transport::OutMessage HelloMessage() const;
+
+  // Handles the parent's Challenge or Welcome; `reply` gets the proof to send, if any. Anything
+  // else before the welcome is a protocol error.
+  Status OnHandshake(const wire::Message& msg, std::vector<transport::OutMessage>* reply);
+
+  // Messages to the parent wait here until the welcome.
+  void Hold(transport::OutMessage msg) { held_.push_back(std::move(msg)); }
+  std::deque<transport::OutMessage> TakeHeld() { return std::move(held_); }
+
+  // The job ended before the parent's welcome: the farewell (Bye or Error) is held, and the
+  // connection closes once it is sent, so that the parent learns why instead of waiting.
+  void CloseAfterWelcome() { close_after_welcome_ = true; }
+  bool close_after_welcome() const { return close_after_welcome_; }
+
+ private:
+  std::string parent_;
+  std::string secret_;
+  wire::Hello hello_;
+  bool challenged_ = false;
+  bool welcomed_ = false;
+  bool close_after_welcome_ = false;
+  uint64_t max_payload_ = 0;
+  std::deque<transport::OutMessage> held_;
+};
+
+}  // namespace optcast::server

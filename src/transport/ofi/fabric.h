@@ -1,0 +1,68 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optcast/status.h"
+#include "transport/ofi/mr_cache.h"
+
+namespace optcast::transport::ofi {
+
+// The libfabric provider to use: OPTCAST_OFI_PROVIDER, else libfabric's own FI_PROVIDER, else ""
+// (automatic: efa, then verbs;ofi_rxm, then tcp;ofi_rxm).
+std::string RequestedProvider();
+
+// Every provider libfabric offers on this machine ("tcp;ofi_rxm", "shm", ...), without repeats.
+std::vector<std::string> AvailableProviders();
+
+// What the NCCL plugin reports about the device in use.
+struct DeviceInfo {
+  std::string provider;  // "tcp;ofi_rxm", "efa", ...
+  std::string name;      // the domain (interface or device) name
+  std::string pci_path;  // "/sys/devices/..." when the provider names a PCI device, else ""
+  int speed_mbps = 0;    // link speed when known, else 0
+  bool hmem = false;     // the provider moves device (GPU) memory (FI_HMEM)
+};
+
+// One opened fabric and domain with reliable-datagram (FI_EP_RDM) tagged endpoints, ordered
+// sends (FI_ORDER_SAS), completion queues with a waitable descriptor, and the cache of memory
+// registrations made in this domain. Used by one thread at a time (FI_THREAD_DOMAIN).
+class Fabric {
+ public:
+  // Opens `provider` ("" = automatic). `source_host`, when not empty, is the local address the
+  // provider's sockets bind to (socket-based providers only), so that fabric traffic takes the
+  // same interface as the control connection. The error lists the available providers.
+  static Status Open(const std::string& provider, const std::string& source_host, std::shared_ptr<Fabric>* out);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  fi_info* info() const { return info_; }
+  fid_fabric* fabric() const { return fabric_; }
+  fid_domain* domain() const { return domain_; }
+  const std::string& provider() const { return provider_; }
+  // Sends and receives need registered memory and its descriptor (FI_MR_LOCAL).
+  bool local_mr() const { return local_mr_; }
+  // The descriptor for [p, p+n): registered once per region and reused; null when the provider
+  // does not need one.
+  Status Descriptor(const void* p, size_t n, void** desc);
+  MrCache& mr_cache() { return *mr_cache_; }
+  DeviceInfo device() const;
+
+ private:
+  Fabric() = default;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  std::string provider_;
+  bool local_mr_ = false;
+  bool hmem_ = false;
+  std::unique_ptr<MrCache> mr_cache_;
+};
+
+}  // namespace optcast::transport::ofi

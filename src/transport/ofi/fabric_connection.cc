@@ -1,0 +1,451 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "transport/ofi/fabric_connection.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/env.h"
+
+namespace optcast::transport::ofi {
+
+namespace {
+
+constexpr uint64_t kHeadTag = 0;
+constexpr uint64_t kPayloadTag = uint64_t{1} << 56;
+constexpr uint64_t kNumberMask = kPayloadTag - 1;
+constexpr size_t kSlotBytes = kFrameHeaderSize + kMaxMetaBytes;
+constexpr uint32_t kSendSlots = 32;
+constexpr uint32_t kRecvSlots = 16;
+// Payloads above this go as several sends (providers cap one message at max_msg_size).
+constexpr uint64_t kMaxSegment = uint64_t{1} << 30;
+
+uint32_t GetU32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t GetU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+std::string FiError(const char* what, ssize_t rc) {
+  return std::string(what) + ": " + fi_strerror(static_cast<int>(-rc));
+}
+
+}  // namespace
+
+Status FabricConnection::Create(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload,
+                                std::string peer, std::unique_ptr<FabricConnection>* out) {
+  std::unique_ptr<FabricConnection> c(new FabricConnection());
+  OPTCAST_RETURN_IF_ERROR(c->Init(std::move(fabric), std::move(control), max_payload, std::move(peer)));
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload,
+                              std::string peer) {
+  fabric_ = std::move(fabric);
+  control_ = std::move(control);
+  max_payload_ = max_payload;
+  peer_ = std::move(peer);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  cq_attr.size = 2 * (kSendSlots + kRecvSlots) + 64;
+  int rc = fi_cq_open(fabric_->domain(), &cq_attr, &cq_, nullptr);
+  if (rc != 0) return UnavailableError(FiError("fi_cq_open", rc));
+  rc = fi_control(&cq_->fid, FI_GETWAIT, &cq_fd_);
+  if (rc != 0) return UnavailableError(FiError("fi_control(FI_GETWAIT)", rc));
+  fi_av_attr av_attr{};
+  av_attr.type =
+      fabric_->info()->domain_attr->av_type != FI_AV_UNSPEC ? fabric_->info()->domain_attr->av_type : FI_AV_TABLE;
+  av_attr.count = 1;
+  rc = fi_av_open(fabric_->domain(), &av_attr, &av_, nullptr);
+  if (rc != 0) return UnavailableError(FiError("fi_av_open", rc));
+  rc = fi_endpoint(fabric_->domain(), fabric_->info(), &ep_, nullptr);
+  if (rc != 0) return UnavailableError(FiError("fi_endpoint", rc));
+  rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc != 0) return UnavailableError(FiError("fi_ep_bind(cq)", rc));
+  rc = fi_ep_bind(ep_, &av_->fid, 0);
+  if (rc != 0) return UnavailableError(FiError("fi_ep_bind(av)", rc));
+  rc = fi_enable(ep_);
+  if (rc != 0) return UnavailableError(FiError("fi_enable", rc));
+  size_t len = 0;
+  rc = fi_getname(&ep_->fid, nullptr, &len);
+  local_address_.resize(len > 0 ? len : 256);
+  len = local_address_.size();
+  rc = fi_getname(&ep_->fid, local_address_.data(), &len);
+  if (rc != 0) return UnavailableError(FiError("fi_getname", rc));
+  local_address_.resize(len);
+
+  send_slots_.resize(kSendSlots * kSlotBytes);
+  recv_slots_.resize(kRecvSlots * kSlotBytes);
+  OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(send_slots_.data(), send_slots_.size(), &send_desc_));
+  OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(recv_slots_.data(), recv_slots_.size(), &recv_desc_));
+  for (uint32_t i = kSendSlots; i > 0; --i) free_send_slots_.push_back(i - 1);
+  recv_ops_.resize(kRecvSlots);
+
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epfd_ < 0 || evfd_ < 0) return InternalError(std::string("epoll/eventfd: ") + std::strerror(errno));
+  for (int fd : {cq_fd_, evfd_, control_.fd()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (fd == control_.fd() ? EPOLLRDHUP : 0u);
+    ev.data.fd = fd;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return InternalError(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+FabricConnection::~FabricConnection() {
+  // The endpoint goes first: after that no operation touches a buffer this connection holds.
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  if (av_ != nullptr) fi_close(&av_->fid);
+  if (cq_ != nullptr) fi_close(&cq_->fid);
+  if (epfd_ >= 0) close(epfd_);
+  if (evfd_ >= 0) close(evfd_);
+}
+
+Status FabricConnection::SetPeerAddress(const std::vector<uint8_t>& address) {
+  const int n = fi_av_insert(av_, address.data(), 1, &peer_addr_, 0, nullptr);
+  if (n != 1) return ProtocolError("fabric address of " + peer_ + " was not accepted (fi_av_insert)");
+  for (uint32_t i = 0; i < kRecvSlots; ++i) OPTCAST_RETURN_IF_ERROR(PostHeadRecv(i));
+  return Status::Ok();
+}
+
+Status FabricConnection::PostHeadRecv(uint32_t slot) {
+  Op& op = recv_ops_[slot];
+  op.kind = OpKind::kRecvHead;
+  op.slot = slot;
+  const Deadline give_up = Deadline::After(std::chrono::seconds(5));
+  for (;;) {
+    const ssize_t rc = fi_trecv(ep_, recv_slots_.data() + slot * kSlotBytes, kSlotBytes, recv_desc_, FI_ADDR_UNSPEC,
+                                kHeadTag, 0, &op.ctx);
+    if (rc == 0) return Status::Ok();
+    if (rc != -FI_EAGAIN || give_up.Expired()) return UnavailableError(FiError("fi_trecv", rc));
+    OPTCAST_RETURN_IF_ERROR(PollCompletions());
+  }
+}
+
+void FabricConnection::Send(OutMessage msg) { queued_.push_back(std::move(msg)); }
+
+Status FabricConnection::PollCompletions() {
+  if (ep_ == nullptr) return broken_;
+  fi_cq_tagged_entry entries[16];
+  for (;;) {
+    const ssize_t n = fi_cq_read(cq_, entries, 16);
+    if (n == -FI_EAGAIN) return Status::Ok();
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) < 0) return UnavailableError("fi_cq_readerr failed on " + peer_);
+      if (err.err == FI_ECANCELED) continue;
+      const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+      return UnavailableError("fabric operation with " + peer_ + " failed: " + fi_strerror(err.err) + " (" +
+                              (text ? text : "") + ")");
+    }
+    if (n < 0) return UnavailableError(FiError("fi_cq_read", n));
+    for (ssize_t i = 0; i < n; ++i) {
+      Op* op = static_cast<Op*>(entries[i].op_context);
+      switch (op->kind) {
+        case OpKind::kSendHead:
+        case OpKind::kSendPayload: --op->msg->left; break;
+        case OpKind::kRecvHead: ready_.push_back({op->slot, entries[i].len}); break;
+        case OpKind::kRecvPayload:
+          if (rx_left_ > 0) --rx_left_;
+          break;
+      }
+    }
+    // Messages complete in order for the caller, as on a stream.
+    while (!posted_.empty() && posted_.front().left == 0 &&
+           posted_.front().posted_segments == posted_.front().segments) {
+      Posted& p = posted_.front();
+      if (p.msg.on_done) done_.push_back(std::move(p.msg.on_done));
+      free_send_slots_.push_back(p.slot);
+      posted_.pop_front();
+    }
+  }
+}
+
+Status FabricConnection::PostPayloadSegments(Posted* p) {
+  while (p->posted_segments < p->segments) {
+    const uint64_t off = static_cast<uint64_t>(p->posted_segments) * kMaxSegment;
+    const uint64_t len = std::min<uint64_t>(kMaxSegment, p->msg.payload_len - off);
+    void* desc = nullptr;
+    OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(p->msg.payload + off, len, &desc));
+    Op& op = p->ops[1 + p->posted_segments];
+    const ssize_t rc =
+        fi_tsend(ep_, p->msg.payload + off, len, desc, peer_addr_, kPayloadTag | (p->number & kNumberMask), &op.ctx);
+    if (rc == -FI_EAGAIN) {
+      send_blocked_ = true;
+      return Status::Ok();
+    }
+    if (rc != 0) return UnavailableError("send to " + peer_ + " failed: " + FiError("fi_tsend", rc));
+    ++p->posted_segments;
+  }
+  return Status::Ok();
+}
+
+Status FabricConnection::PostQueued() {
+  send_blocked_ = false;
+  for (;;) {
+    if (!posted_.empty() && posted_.back().posted_segments < posted_.back().segments) {
+      OPTCAST_RETURN_IF_ERROR(PostPayloadSegments(&posted_.back()));
+      if (send_blocked_) return Status::Ok();
+    }
+    if (queued_.empty() || free_send_slots_.empty()) return Status::Ok();
+    OutMessage& m = queued_.front();
+    const uint32_t slot = free_send_slots_.back();
+    uint8_t* buf = send_slots_.data() + slot * kSlotBytes;
+    std::memcpy(buf, m.head.data(), m.head.size());
+    posted_.emplace_back();
+    Posted& p = posted_.back();
+    p.segments = static_cast<uint32_t>((m.payload_len + kMaxSegment - 1) / kMaxSegment);
+    p.ops.resize(1 + p.segments);
+    for (Op& op : p.ops) {
+      op.kind = OpKind::kSendPayload;
+      op.msg = &p;
+    }
+    p.ops[0].kind = OpKind::kSendHead;
+    const ssize_t rc = fi_tsend(ep_, buf, m.head.size(), send_desc_, peer_addr_, kHeadTag, &p.ops[0].ctx);
+    if (rc == -FI_EAGAIN) {
+      posted_.pop_back();
+      send_blocked_ = true;
+      return Status::Ok();
+    }
+    if (rc != 0) {
+      posted_.pop_back();
+      return UnavailableError("send to " + peer_ + " failed: " + FiError("fi_tsend", rc));
+    }
+    free_send_slots_.pop_back();
+    p.slot = slot;
+    p.number = tx_number_++;
+    p.left = 1 + p.segments;
+    p.msg = std::move(m);
+    queued_.pop_front();
+  }
+}
+
+void FabricConnection::RunDoneCallbacks() {
+  // Callbacks may queue more messages on this connection: run them from a copy.
+  std::vector<std::function<void()>> done;
+  done.swap(done_);
+  for (auto& cb : done) cb();
+}
+
+Status FabricConnection::Flush() {
+  if (!broken_.ok()) return broken_;
+  Status st = PollCompletions();
+  if (st.ok()) st = PostQueued();
+  RunDoneCallbacks();
+  if (!st.ok()) {
+    BreakOff(st);
+    return st;
+  }
+  Rearm();
+  return Status::Ok();
+}
+
+bool FabricConnection::ControlOpen() {
+  if (peer_closed_) return false;
+  uint8_t buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(control_.fd(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) continue;  // nothing is expected here after the address exchange
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    peer_closed_ = true;
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, control_.fd(), nullptr);
+    return false;
+  }
+}
+
+Status FabricConnection::Deliver(MessageHandler& handler) {
+  for (;;) {
+    if (rx_payload_) {
+      if (rx_left_ > 0) return Status::Ok();
+      rx_payload_ = false;
+      OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
+      continue;
+    }
+    if (ready_.empty()) return Status::Ok();
+    const ReadyHead head = ready_.front();
+    ready_.pop_front();
+    const uint8_t* h = recv_slots_.data() + head.slot * kSlotBytes;
+    if (head.len < kFrameHeaderSize || GetU32(h) != kFrameMagic) {
+      return ProtocolError("garbage from " + peer_ +
+                           ": bad frame header; is the peer an Optcast endpoint of the "
+                           "same version?");
+    }
+    const uint32_t meta_len = GetU32(h + 4);
+    const uint64_t payload_len = GetU64(h + 8);
+    if (meta_len == 0 || meta_len > kMaxMetaBytes || head.len != kFrameHeaderSize + meta_len) {
+      return ProtocolError("frame from " + peer_ + " has a header of " + std::to_string(meta_len) + " bytes in a " +
+                           std::to_string(head.len) + "-byte message; the limit is " + std::to_string(kMaxMetaBytes));
+    }
+    if (payload_len > max_payload_) {
+      return ProtocolError("frame from " + peer_ + " carries " + std::to_string(payload_len) + " bytes; the limit is " +
+                           std::to_string(max_payload_) + " per message");
+    }
+    uint8_t* dst = nullptr;
+    Status st =
+        handler.OnMessageMeta(*this, std::span<const uint8_t>(h + kFrameHeaderSize, meta_len), payload_len, &dst);
+    OPTCAST_RETURN_IF_ERROR(PostHeadRecv(head.slot));  // the meta has been read: the slot is free
+    OPTCAST_RETURN_IF_ERROR(st);
+    const uint64_t number = rx_number_++;
+    if (payload_len == 0) {
+      OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
+      continue;
+    }
+    if (dst == nullptr) return InternalError("no destination for a payload from " + peer_);
+    const uint32_t segments = static_cast<uint32_t>((payload_len + kMaxSegment - 1) / kMaxSegment);
+    rx_ops_.assign(segments, Op{});
+    rx_payload_ = true;
+    rx_left_ = segments;
+    for (uint32_t s = 0; s < segments; ++s) {
+      const uint64_t off = static_cast<uint64_t>(s) * kMaxSegment;
+      const uint64_t len = std::min<uint64_t>(kMaxSegment, payload_len - off);
+      void* desc = nullptr;
+      OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(dst + off, len, &desc));
+      rx_ops_[s].kind = OpKind::kRecvPayload;
+      const Deadline give_up = Deadline::After(std::chrono::seconds(5));
+      for (;;) {
+        const ssize_t rc = fi_trecv(ep_, dst + off, len, desc, FI_ADDR_UNSPEC, kPayloadTag | (number & kNumberMask), 0,
+                                    &rx_ops_[s].ctx);
+        if (rc == 0) break;
+        if (rc != -FI_EAGAIN || give_up.Expired()) return UnavailableError(FiError("fi_trecv", rc));
+        OPTCAST_RETURN_IF_ERROR(PollCompletions());
+      }
+    }
+  }
+}
+
+Status FabricConnection::ReadAvailable(MessageHandler& handler, size_t) {
+  if (!broken_.ok()) return broken_;
+  DrainEventFd();
+  const bool open = ControlOpen();
+  Status st = PollCompletions();
+  if (st.ok()) st = Deliver(handler);
+  if (st.ok()) st = PostQueued();
+  if (st.ok() && !open) {
+    // The peer has gone. What it sent before closing may still be on its way through the
+    // provider: collect it for a moment, so that a last error message is not lost.
+    int quiet = 0;
+    const Deadline give_up = Deadline::After(std::chrono::milliseconds(200));
+    while (st.ok() && quiet < 10 && !give_up.Expired()) {
+      const size_t before = ready_.size() + rx_left_;
+      const uint64_t received = rx_number_;
+      st = PollCompletions();
+      if (st.ok()) st = Deliver(handler);
+      quiet = (ready_.size() + rx_left_ == before && rx_number_ == received) ? quiet + 1 : 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (st.ok()) st = UnavailableError("connection to " + peer_ + " closed by the peer");
+  }
+  RunDoneCallbacks();
+  if (!st.ok()) {
+    if (st.code() == Code::kUnavailable) BreakOff(st);
+    return st;
+  }
+  Rearm();
+  return Status::Ok();
+}
+
+void FabricConnection::Rearm() {
+  if (ep_ == nullptr) return;
+  // A send refused for want of room is retried when one of ours completes (the completion wakes
+  // us); only with nothing of ours in flight must we come back unprompted.
+  bool again =
+      (send_blocked_ && posted_.empty()) || (!rx_payload_ && !ready_.empty()) || (rx_payload_ && rx_left_ == 0);
+  if (!again) {
+    fid* f = &cq_->fid;
+    again = fi_trywait(fabric_->fabric(), &f, 1) != FI_SUCCESS;
+  }
+  if (again) {
+    uint64_t one = 1;
+    ssize_t r = write(evfd_, &one, sizeof(one));
+    (void)r;
+  }
+}
+
+void FabricConnection::DrainEventFd() {
+  uint64_t v;
+  ssize_t r = read(evfd_, &v, sizeof(v));
+  (void)r;
+}
+
+void FabricConnection::BreakOff(const Status& why) {
+  if (broken_.ok()) broken_ = why;
+  if (ep_ != nullptr) {
+    fi_close(&ep_->fid);
+    ep_ = nullptr;
+  }
+  posted_.clear();
+  queued_.clear();
+  // Readable for good: the owner learns of the break on its next read.
+  uint64_t one = 1;
+  ssize_t r = write(evfd_, &one, sizeof(one));
+  (void)r;
+}
+
+void FabricConnection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {
+  OutQueue kept;
+  for (OutMessage& m : queued_) {
+    if (!pred(m.tag)) kept.push_back(std::move(m));
+  }
+  queued_ = std::move(kept);
+  // Posted sends read the caller's memory until they complete: wait a moment for them, else
+  // break the connection off (closing the endpoint ends every operation on it).
+  auto in_flight = [&] {
+    for (const Posted& p : posted_) {
+      if (pred(p.msg.tag) && p.msg.payload_len > 0 && !p.msg.keepalive) return true;
+    }
+    return false;
+  };
+  const Deadline give_up = Deadline::After(std::chrono::milliseconds(500));
+  while (ep_ != nullptr && in_flight()) {
+    if (give_up.Expired() || !PollCompletions().ok()) {
+      BreakOff(UnavailableError("connection to " + peer_ + " was abandoned with sends in flight"));
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  RunDoneCallbacks();
+}
+
+void FabricConnection::DropPendingWrites() { queued_.clear(); }
+
+void FabricConnection::ShutdownWrite() { ::shutdown(control_.fd(), SHUT_WR); }
+
+bool FabricConnection::DiscardAvailable() {
+  DrainEventFd();
+  const bool open = ControlOpen();
+  if (broken_.ok()) {
+    Status st = PollCompletions();
+    while (st.ok() && !ready_.empty()) {
+      st = PostHeadRecv(ready_.front().slot);
+      ready_.pop_front();
+    }
+    if (st.ok()) st = PostQueued();
+    RunDoneCallbacks();
+    if (!st.ok()) BreakOff(st);
+  }
+  if (!open) return false;
+  if (broken_.ok()) Rearm();
+  return true;
+}
+
+}  // namespace optcast::transport::ofi

@@ -1,0 +1,136 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/connection.h"
+#include "transport/ofi/fabric.h"
+#include "transport/tcp/out_queue.h"
+#include "transport/tcp/socket.h"
+
+namespace optcast::transport::ofi {
+
+// A connection over one libfabric reliable-datagram endpoint that talks to exactly one peer.
+//
+// Each message goes out as two tagged sends: its frame header and meta (tag kHeadTag, copied into
+// a registered slot) and its payload straight from the caller's buffer (tag kPayloadTag | the
+// message's number), which the receiver posts straight into the destination its handler chose.
+// Sends are ordered (FI_ORDER_SAS), so headers arrive in order and message numbers agree.
+//
+// A TCP "control" socket, opened to exchange fabric addresses, stays open for the connection's
+// life: reliable datagrams do not tell when a peer dies or closes, and its end-of-stream does.
+//
+// fd() is an epoll descriptor over the completion queue's wait descriptor (FI_WAIT_FD), the
+// control socket and an eventfd this connection raises when completions are waiting that the
+// wait descriptor would not announce (fi_trywait), so that it is readable whenever there is work.
+class FabricConnection final : public Connection {
+ public:
+  static Status Create(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload, std::string peer,
+                       std::unique_ptr<FabricConnection>* out);
+  ~FabricConnection() override;
+
+  // This endpoint's fabric address (fi_getname), for the peer.
+  const std::vector<uint8_t>& local_address() const { return local_address_; }
+  // Adds the peer's fabric address and posts the receives for headers.
+  Status SetPeerAddress(const std::vector<uint8_t>& address);
+  const Fabric& fabric() const { return *fabric_; }
+
+  int fd() const override { return epfd_; }
+  const std::string& peer() const override { return peer_; }
+  bool WritesSignalReadable() const override { return true; }
+  void Send(OutMessage msg) override;
+  Status Flush() override;
+  bool HasPendingWrites() const override { return !queued_.empty() || !posted_.empty(); }
+  size_t PendingWriteCount() const override { return queued_.size() + posted_.size(); }
+  Status ReadAvailable(MessageHandler& handler, size_t budget = 8u << 20) override;
+  void DetachPayloads(const std::function<bool(uint64_t)>& pred) override;
+  void DropPendingWrites() override;
+  void ShutdownWrite() override;
+  bool DiscardAvailable() override;
+
+ private:
+  enum class OpKind : uint8_t { kSendHead, kSendPayload, kRecvHead, kRecvPayload };
+  struct Posted;
+  // Operation context handed to libfabric (providers may use the fi_context2 space).
+  struct Op {
+    fi_context2 ctx;
+    OpKind kind;
+    uint32_t slot = 0;
+    Posted* msg = nullptr;
+  };
+  // A message whose sends are posted: it stays here, with its payload, until all complete.
+  struct Posted {
+    OutMessage msg;
+    uint32_t slot = 0;
+    uint64_t number = 0;
+    uint32_t segments = 0;
+    uint32_t posted_segments = 0;
+    uint32_t left = 0;  // completions still to come
+    std::vector<Op> ops;
+  };
+  struct ReadyHead {
+    uint32_t slot;
+    size_t len;
+  };
+
+  FabricConnection() = default;
+  Status Init(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload, std::string peer);
+  // Reads the completion queue and records what completed (no handler needed).
+  Status PollCompletions();
+  // Posts queued sends while the provider and the send slots allow.
+  Status PostQueued();
+  Status PostPayloadSegments(Posted* p);
+  Status PostHeadRecv(uint32_t slot);
+  // Hands arrived messages to the handler, one at a time as the stream would.
+  Status Deliver(MessageHandler& handler);
+  void RunDoneCallbacks();
+  // Reads the control socket: false once the peer has closed it.
+  bool ControlOpen();
+  // Makes fd() readable again when work is waiting that the wait descriptor will not announce.
+  void Rearm();
+  void BreakOff(const Status& why);
+  void DrainEventFd();
+
+  std::shared_ptr<Fabric> fabric_;
+  tcp::Socket control_;
+  uint64_t max_payload_ = 0;
+  std::string peer_;
+  std::vector<uint8_t> local_address_;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fi_addr_t peer_addr_ = FI_ADDR_UNSPEC;
+  int epfd_ = -1;
+  int evfd_ = -1;
+  int cq_fd_ = -1;
+  Status broken_;
+  bool peer_closed_ = false;
+  bool send_blocked_ = false;  // the provider said "again" with sends queued
+
+  // Header slots (registered once): sends copy a message's head here; receives land here.
+  std::vector<uint8_t> send_slots_;
+  std::vector<uint8_t> recv_slots_;
+  void* send_desc_ = nullptr;
+  void* recv_desc_ = nullptr;
+  std::vector<uint32_t> free_send_slots_;
+  std::vector<Op> recv_ops_;
+
+  OutQueue queued_;
+  std::deque<Posted> posted_;
+  std::vector<std::function<void()>> done_;
+  uint64_t tx_number_ = 0;
+
+  std::deque<ReadyHead> ready_;
+  uint64_t rx_number_ = 0;
+  bool rx_payload_ = false;  // a payload is being received
+  uint32_t rx_left_ = 0;     // its segments still to complete
+  std::vector<Op> rx_ops_;
+};
+
+}  // namespace optcast::transport::ofi

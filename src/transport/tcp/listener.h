@@ -1,0 +1,28 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <memory>
+
+#include "transport/connection.h"
+#include "transport/endpoint.h"
+#include "transport/tcp/socket.h"
+
+namespace optcast::transport::tcp {
+
+// A non-blocking listening socket whose connections are StreamConnections.
+class StreamListener final : public Listener {
+ public:
+  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out);
+  int fd() const override { return socket_.fd(); }
+  uint16_t port() const override { return port_; }
+  Status Accept(uint64_t max_payload, std::unique_ptr<Connection>* out) override;
+
+ private:
+  Socket socket_;
+  uint16_t port_ = 0;
+};
+
+// Connects and returns a non-blocking StreamConnection.
+Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+
+}  // namespace optcast::transport::tcp

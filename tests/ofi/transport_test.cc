@@ -1,0 +1,251 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "transport/kind.h"
+#include "transport/ofi/fabric.h"
+#include "transport/ofi/fabric_connection.h"
+
+namespace optcast::transport {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Collects every message a connection delivers: metas, and payloads into buffers of their own.
+class Collector final : public MessageHandler {
+ public:
+  Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t** dst) override {
+    metas.emplace_back(meta.begin(), meta.end());
+    payloads.emplace_back(payload_len);
+    *dst = payloads.back().data();
+    return Status::Ok();
+  }
+  Status OnMessageComplete(Connection&) override {
+    ++completed;
+    return Status::Ok();
+  }
+  std::vector<std::vector<uint8_t>> metas;
+  std::vector<std::vector<uint8_t>> payloads;
+  size_t completed = 0;
+};
+
+// Drives both ends until `done` holds or the limit passes.
+bool Pump(Connection& a, MessageHandler& ha, Connection& b, MessageHandler& hb, const std::function<bool()>& done,
+          milliseconds limit = milliseconds(10000)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    if (!a.Flush().ok() || !b.Flush().ok()) return false;
+    pollfd p[2] = {{a.fd(), POLLIN, 0}, {b.fd(), POLLIN, 0}};
+    ::poll(p, 2, 20);
+    if ((p[0].revents & POLLIN) && !a.ReadAvailable(ha).ok()) return false;
+    if ((p[1].revents & POLLIN) && !b.ReadAvailable(hb).ok()) return false;
+  }
+  return true;
+}
+
+struct Pair {
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> client, server;
+};
+
+// A client dialling (on a thread: the address exchange waits for the server) and the server's end.
+Status MakePair(Pair* p, uint64_t client_max = 1u << 30, uint64_t server_max = 1u << 30) {
+  OPTCAST_RETURN_IF_ERROR(Listen(Kind::kOfi, {"127.0.0.1", 0}, &p->listener));
+  Status dialled;
+  std::thread dial([&] {
+    dialled = Dial(Kind::kOfi, {"127.0.0.1", p->listener->port()}, Deadline::After(milliseconds(5000)), client_max,
+                   &p->client);
+  });
+  Status accepted = UnavailableError("nobody connected");
+  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (std::chrono::steady_clock::now() < until) {
+    accepted = p->listener->Accept(server_max, &p->server);
+    if (accepted.code() != Code::kUnavailable || p->server) break;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  dial.join();
+  OPTCAST_RETURN_IF_ERROR(dialled);
+  return accepted;
+}
+
+TEST(OfiTransport, MessagesWithPayloadsArriveInOrderAndIntactBothWays) {
+  Pair p;
+  Status st = MakePair(&p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::mt19937 rng(7);
+  // Sizes around the provider's inline and eager limits, and one of several MiB.
+  const std::vector<size_t> sizes = {0, 1, 63, 64, 65, 4096, 16384, 65537, 1 << 20, (5 << 20) + 3};
+  std::vector<std::vector<uint8_t>> sent;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<uint8_t> data(sizes[i]);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    sent.push_back(std::move(data));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint8_t meta[3] = {static_cast<uint8_t>(i), 0xab, 0xcd};
+    p.client->Send(MakeOutMessage(meta, sent[i].data(), sent[i].size()));
+    p.server->Send(MakeOutMessage(meta, sent[i].data(), sent[i].size()));
+  }
+  Collector at_server, at_client;
+  ASSERT_TRUE(Pump(*p.client, at_client, *p.server, at_server,
+                   [&] {
+                     // Every message delivered, and every send's completion seen by its sender
+                     // (which may come after the receiver has the data).
+                     return at_server.completed == sizes.size() && at_client.completed == sizes.size() &&
+                            !p.client->HasPendingWrites() && !p.server->HasPendingWrites();
+                   }))
+      << "server got " << at_server.completed << ", client " << at_client.completed << " of " << sizes.size();
+  for (const Collector* c : {&at_server, &at_client}) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ASSERT_EQ(c->metas[i].size(), 3u);
+      EXPECT_EQ(c->metas[i][0], i);
+      EXPECT_EQ(c->payloads[i], sent[i]) << "message " << i << " of " << sizes[i] << " bytes";
+    }
+  }
+}
+
+TEST(OfiTransport, ClosingOneEndIsSeenByTheOtherAfterItsLastMessage) {
+  Pair p;
+  ASSERT_TRUE(MakePair(&p).ok());
+  const uint8_t meta[1] = {42};
+  bool sent = false;
+  auto m = MakeOutMessage(meta, nullptr, 0);
+  m.on_done = [&] { sent = true; };
+  p.server->Send(std::move(m));
+  Collector at_server, at_client;
+  ASSERT_TRUE(Pump(*p.client, at_client, *p.server, at_server, [&] { return sent; }));
+  p.server->ShutdownWrite();
+  Status st;
+  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (st.ok() && std::chrono::steady_clock::now() < until) {
+    pollfd pf{p.client->fd(), POLLIN, 0};
+    ::poll(&pf, 1, 20);
+    st = p.client->ReadAvailable(at_client);
+  }
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
+  ASSERT_EQ(at_client.metas.size(), 1u);
+  EXPECT_EQ(at_client.metas[0][0], 42);
+}
+
+TEST(OfiTransport, OversizedPayloadIsAProtocolError) {
+  Pair p;
+  ASSERT_TRUE(MakePair(&p, 1u << 20, 1024).ok());
+  Connection* client = p.client.get();
+  Connection* server = p.server.get();
+  std::vector<uint8_t> big(2048);
+  const uint8_t meta[1] = {1};
+  client->Send(MakeOutMessage(meta, big.data(), big.size()));
+  Collector at_server, at_client;
+  Status st;
+  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (st.ok() && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(client->Flush().ok());
+    pollfd pf{server->fd(), POLLIN, 0};
+    ::poll(&pf, 1, 20);
+    st = server->ReadAvailable(at_server);
+  }
+  EXPECT_EQ(st.code(), Code::kProtocol) << st.message();
+  EXPECT_NE(st.message().find("limit is 1024"), std::string::npos) << st.message();
+}
+
+TEST(OfiTransport, MemoryIsRegisteredOncePerRegionAndReused) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
+  ofi::MrCache& cache = fabric->mr_cache();
+  std::vector<uint8_t> buf(1 << 20);
+  fid_mr* first = nullptr;
+  fid_mr* again = nullptr;
+  fid_mr* inside = nullptr;
+  ASSERT_TRUE(cache.Lookup(buf.data(), buf.size(), &first).ok());
+  const uint64_t after_first = cache.registrations();
+  ASSERT_TRUE(cache.Lookup(buf.data(), buf.size(), &again).ok());
+  ASSERT_TRUE(cache.Lookup(buf.data() + 4096, 1000, &inside).ok());
+  EXPECT_EQ(cache.registrations(), after_first);
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(first, inside);
+  std::vector<uint8_t> other(4096);
+  fid_mr* second = nullptr;
+  Status st = cache.Lookup(other.data(), other.size(), &second);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cache.registrations(), after_first + 1);
+  EXPECT_NE(second, first);
+  cache.Deregister(other.data(), other.size());
+  ASSERT_TRUE(cache.Lookup(other.data(), other.size(), &second).ok());
+  EXPECT_EQ(cache.registrations(), after_first + 2);
+}
+
+TEST(OfiTransport, AMissingProviderIsRefusedListingTheAvailableOnes) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  Status st = ofi::Fabric::Open("no-such-provider", "", &fabric);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'no-such-provider'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("available providers: "), std::string::npos) << st.message();
+  // Every provider libfabric lists here is named (tcp always exists in Debian's build).
+  const auto available = ofi::AvailableProviders();
+  ASSERT_FALSE(available.empty());
+  for (const auto& name : available) EXPECT_NE(st.message().find(name), std::string::npos) << name;
+  EXPECT_NE(st.message().find("OPTCAST_OFI_PROVIDER"), std::string::npos) << st.message();
+}
+
+TEST(OfiTransport, TheProviderComesFromTheEnvironment) {
+  ::setenv("OPTCAST_OFI_PROVIDER", "no-such-provider", 1);
+  std::unique_ptr<Listener> l;
+  Status st = Listen(Kind::kOfi, {"127.0.0.1", 0}, &l);
+  ::unsetenv("OPTCAST_OFI_PROVIDER");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no-such-provider"), std::string::npos) << st.message();
+  ASSERT_TRUE(Listen(Kind::kOfi, {"127.0.0.1", 0}, &l).ok());
+}
+
+TEST(OfiTransport, ATcpClientAtAnOfiServerAndBackAreToldWhichTransportToUse) {
+  std::unique_ptr<Listener> tcp_server;
+  ASSERT_TRUE(Listen(Kind::kTcp, {"127.0.0.1", 0}, &tcp_server).ok());
+  // The tcp server answers an address exchange as garbage with an error frame.
+  std::unique_ptr<Connection> c;
+  std::unique_ptr<Connection> s;
+  std::thread answer([&] {
+    const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+    while (!tcp_server->Accept(1024, &s).ok() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    if (!s) return;
+    const uint8_t meta[1] = {9};
+    s->Send(MakeOutMessage(meta, nullptr, 0));
+    (void)s->Flush();
+  });
+  Status st = Dial(Kind::kOfi, {"127.0.0.1", tcp_server->port()}, Deadline::After(milliseconds(5000)), 1024, &c);
+  answer.join();
+  EXPECT_EQ(st.code(), Code::kProtocol) << st.message();
+  EXPECT_NE(st.message().find("built-in tcp transport"), std::string::npos) << st.message();
+}
+
+// Devices the CI machine lacks: the check runs where one exists.
+TEST(OfiTransport, RdmaDevicesAreUsedWhenPresent) {
+  for (const char* provider : {"efa", "verbs;ofi_rxm"}) {
+    std::shared_ptr<ofi::Fabric> fabric;
+    if (!ofi::Fabric::Open(provider, "", &fabric).ok()) continue;
+    std::shared_ptr<ofi::Fabric> automatic;
+    ASSERT_TRUE(ofi::Fabric::Open("", "", &automatic).ok());
+    EXPECT_NE(automatic->provider().find(std::string(provider).substr(0, 4)), std::string::npos)
+        << "automatic choice took " << automatic->provider() << " although " << provider << " exists";
+    EXPECT_FALSE(fabric->device().name.empty());
+    return;
+  }
+  GTEST_SKIP() << "no efa or verbs device is present on this machine (libfabric lists: " << [] {
+    std::string s;
+    for (const auto& n : ofi::AvailableProviders()) s += n + " ";
+    return s;
+  }() << ")";
+}
+
+}  // namespace
+}  // namespace optcast::transport

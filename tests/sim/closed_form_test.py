@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+# Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+"""optcast-sim against closed-form times on small fabrics.
+
+The references are the textbook costs, computed here from the inputs alone:
+  ring:     2(n-1) * (S/n/B + L)
+  servers:  S/B * max(1, n/M, oversubscribed uplink share) * (1 + 1/C), C = chunks per stripe
+            (one chunk to fill the pipeline; within 4%)
+  tree:     S/B * max((w+1)/L, racks/roots) * (1 + 4/C) for w workers and L leaf servers per
+            rack (a leaf's link also carries its partial up and the root's result down; four hops
+            to fill and drain)
+Usage: closed_form_test.py PATH/TO/optcast-sim
+"""
+import json
+import subprocess
+import sys
+import unittest
+
+SIM = None
+MIB = 1 << 20
+B = 100e6  # 800 Mbit/s links
+
+
+def run(*args):
+    out = subprocess.run([SIM, "--link-mbit", "800", *map(str, args)], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+class Ring(unittest.TestCase):
+    def check(self, n, size, lat_us):
+        r = run("--algo", "ring", "-n", n, "--bytes", size, "--latency-us", lat_us)
+        ref = 2 * (n - 1) * (size / n / B + lat_us * 1e-6)
+        self.assertAlmostEqual(r["time_s"] / ref, 1.0, delta=0.01, msg=f"n={n} S={size}: {r['time_s']} vs {ref}")
+
+    def test_bandwidth_term(self):
+        for n in (2, 4, 8, 16):
+            self.check(n, 16 * MIB, 5)
+
+    def test_latency_term(self):
+        self.check(8, 64 * 1024, 1000)  # 14 steps of 1 ms dominate 8 KiB segments
+
+    def test_ring_stays_inside_a_rack_under_oversubscription(self):
+        # 32 workers in 2 racks, 4:1 uplinks: each step crosses the uplink with one flow only.
+        r = run("--algo", "ring", "-n", 32, "--bytes", 16 * MIB, "--latency-us", 5, "--rack-size", 16,
+                "--oversub", 4)
+        ref = 2 * 31 * (16 * MIB / 32 / B + 5e-6)
+        self.assertAlmostEqual(r["time_s"] / ref, 1.0, delta=0.01)
+
+
+class Servers(unittest.TestCase):
+    def check(self, n, m, size, extra=(), factor=None, tol=0.04):
+        r = run("--algo", "servers", "-n", n, "-m", m, "--bytes", size, "--latency-us", 5, *extra)
+        stripe = size / r["stripes"]
+        chunks = -(-stripe // r["chunk_bytes"])
+        f = factor if factor is not None else max(1.0, n / m)
+        ref = size / B * f * (1 + 1 / chunks)
+        self.assertAlmostEqual(r["time_s"] / ref, 1.0, delta=tol,
+                               msg=f"n={n} M={m} S={size}: {r['time_s']:.4f} s vs {ref:.4f} s")
+        return r
+
+    def test_as_many_servers_as_workers(self):
+        for n in (4, 8, 16):
+            self.check(n, n, 16 * MIB)
+
+    def test_fewer_servers_share_their_links(self):
+        self.check(8, 4, 16 * MIB)
+        self.check(8, 2, 16 * MIB)
+        self.check(16, 4, 16 * MIB)
+
+    def test_client_chunking_rules(self):
+        # 16 MiB over 8 servers: 2 MiB stripes, a sixteenth is 128 KiB, capped at 64 KiB.
+        r = self.check(8, 8, 16 * MIB)
+        self.assertEqual((r["stripes"], r["chunk_bytes"]), (8, 64 * 1024))
+        # 64 KiB keeps at least 16 KiB per server: 4 stripes of one 32 KiB-floor chunk each.
+        r = run("--algo", "servers", "-n", 4, "-m", 8, "--bytes", 64 * 1024)
+        self.assertEqual((r["stripes"], r["chunk_bytes"]), (4, 32 * 1024))
+
+    def test_oversubscribed_uplinks_limit_flat_servers(self):
+        # 16 workers fill one rack; the 16 servers sit in another; uplinks 4:1 carry 16 S each way.
+        self.check(16, 16, 16 * MIB, extra=("--rack-size", 16, "--oversub", 4), factor=4.0)
+
+    def test_slow_reduction_limits_the_server(self):
+        # One server reducing 8 x 16 MiB at 50 MB/s of input needs 2.7 s; its link needs 1.3 s.
+        r = run("--algo", "servers", "-n", 8, "-m", 1, "--bytes", 16 * MIB, "--reduce-gbs", 0.05)
+        self.assertGreater(r["time_s"], 8 * 16 * MIB / 50e6)
+        self.assertLess(r["time_s"], 8 * 16 * MIB / 50e6 * 1.05)
+
+
+class Tree(unittest.TestCase):
+    def check(self, n, rack, leaves, roots, factor, size=32 * MIB, oversub=1):
+        r = run("--algo", "tree", "-n", n, "-m", leaves, "--roots", roots, "--bytes", size, "--latency-us", 5,
+                "--rack-size", rack, "--oversub", oversub)
+        chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
+        ref = size / B * factor * (1 + 4 / chunks)
+        self.assertAlmostEqual(r["time_s"] / ref, 1.0, delta=0.06,
+                               msg=f"n={n} leaves={leaves} roots={roots}: {r['time_s']:.4f} s vs {ref:.4f} s")
+
+    def test_link_rate_with_enough_servers(self):
+        # 2 racks of 8 workers + 8 leaf servers; 2 roots each take half the stripes of 2 racks.
+        self.check(16, 8, 8, 2, 9 / 8)
+
+    def test_tree_is_immune_to_oversubscription(self):
+        # Each rack sends one partial per stripe up: S per uplink, far below 16 B / 4.
+        self.check(16, 8, 8, 2, 9 / 8, oversub=4)
+
+    def test_leaf_fan_in_limits(self):
+        # 12 workers per rack on 4 leaf servers: each leaf takes (12 + 1) S / 4 in.
+        self.check(24, 12, 4, 4, 13 / 4)
+
+    def test_root_fan_in_limits(self):
+        # 4 racks of 8 workers into 1 root: the root takes 4 S in.
+        self.check(32, 8, 8, 1, 4.0)
+
+
+class BadInput(unittest.TestCase):
+    def test_errors_name_the_fix(self):
+        for args, words in ((["--algo", "hypercube"], "ring, servers or tree"),
+                            (["--workers", "1"], "at least 2"),
+                            (["--oversub", "0.5"], "non-blocking"),
+                            (["--bytes", "12Q"], "1M")):
+            p = subprocess.run([SIM, *args], capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(words, p.stderr, args)
+
+
+if __name__ == "__main__":
+    SIM = sys.argv.pop(1)
+    unittest.main()

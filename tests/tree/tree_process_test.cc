@@ -1,0 +1,188 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Aggregation trees of real `optcast server` processes: one built from a topology file, and one
+// whose inner server is SIGKILLed mid-collective.
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+#include "optcast/communicator.h"
+#include "optcast/job_id.h"
+#include "server_process.h"
+#include "tree_reference.h"
+
+namespace optcast::tree {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// A loopback port nobody listens on right now (the server binds it a moment later).
+uint16_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  uint16_t port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::vector<Status> RunRanks(const std::vector<std::string>& rank_server, DataType dt, RedOp op, size_t count,
+                             uint64_t seed, const TreeShape& shape) {
+  const JobId job = JobId::Random();
+  const int n = static_cast<int>(rank_server.size());
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      e2e::CommConfig c;
+      c.chunk_bytes = 8192;
+      std::unique_ptr<Communicator> comm;
+      st[r] = e2e::MakeComm({rank_server[r]}, job, n, r, c, &comm);
+      if (!st[r].ok()) return;
+      const size_t es = DataTypeSize(dt);
+      std::vector<uint8_t> in(count * es), got(count * es);
+      e2e::FillInput(dt, op, seed, r, 0, count, in.data());
+      st[r] = comm->AllReduce(in.data(), got.data(), count, dt, op);
+      if (st[r].ok()) {
+        const std::string err = VerifyTree(shape, got.data(), dt, op, seed, count);
+        if (!err.empty()) st[r] = InternalError(err);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return st;
+}
+
+TEST(TreeProcess, TopologyFileDepth3) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  const char* names[] = {"spine", "pod-1", "rack-a", "rack-b"};
+  const char* parents[] = {"", "spine", "pod-1", "pod-1"};
+  std::vector<uint16_t> ports;
+  std::string yaml = "servers:\n";
+  for (int i = 0; i < 4; ++i) {
+    ports.push_back(FreePort());
+    ASSERT_NE(ports.back(), 0);
+    yaml += std::string("  - name: ") + names[i] + "\n    address: 127.0.0.1:" + std::to_string(ports.back()) + "\n";
+    if (parents[i][0] != '\0') yaml += std::string("    parent: ") + parents[i] + "\n";
+  }
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << yaml;
+  std::vector<std::unique_ptr<daemon::ServerProcess>> servers;
+  for (int i = 0; i < 4; ++i) {
+    servers.push_back(std::make_unique<daemon::ServerProcess>());
+    const Status st = servers.back()->Start({"--topology", path, "--name", names[i], "--reduce-threads", "0"});
+    ASSERT_TRUE(st.ok()) << names[i] << ": " << st.ToString();
+    EXPECT_EQ(servers.back()->port(), ports[i]) << names[i] << " listens on its entry's port";
+  }
+  // Nodes: 0 spine, 1 pod-1, 2 rack-a, 3 rack-b; rank 4 talks to the spine itself.
+  const TreeShape shape{{-1, 0, 1, 1}, {2, 3, 2, 3, 0}};
+  std::vector<std::string> rank_server;
+  for (int node : shape.rank_node) rank_server.push_back(servers[node]->address());
+  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32}) {
+    const auto st = RunRanks(rank_server, dt, RedOp::kAvg, 5000, 900 + static_cast<int>(dt), shape);
+    for (size_t r = 0; r < st.size(); ++r)
+      EXPECT_TRUE(st[r].ok()) << DataTypeName(dt) << " rank " << r << ": " << st[r].ToString();
+  }
+  std::remove(path);
+}
+
+// Bad tree flags stop the server at start with the reason.
+TEST(TreeProcess, BadTreeFlagsAreRefused) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << "servers:\n  - {name: spine, address: '127.0.0.1:9001'}\n  - {name: rack-a, address: "
+                         "'127.0.0.1:9002', parent: spine}\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {{"--upstream", "127.0.0.1:9", "--topology", path, "--name", "spine"}, "give one"},
+      {{"--topology", path, "--name", "rack-z"}, "no server named 'rack-z'; pass --name with one of: spine, rack-a"},
+      {{"--topology", path}, "no server named '(none given)'"},
+      {{"--name", "spine"}, "give the file"},
+  };
+  for (const Case& c : cases) {
+    daemon::ServerProcess p;
+    const Status st = p.Start(c.args, {}, milliseconds(10000));
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.ToString();
+  }
+  std::remove(path);
+}
+
+TEST(TreeProcess, InnerServerSigkilledMidCollective) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  const std::string timeout_ms = "8000";
+  // root <- inner <- {leaf-a, leaf-b}; rank 4 talks to the root.
+  daemon::ServerProcess root, inner, leaf_a, leaf_b;
+  ASSERT_TRUE(root.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms}).ok());
+  ASSERT_TRUE(inner.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms, "--upstream", root.address()}).ok());
+  ASSERT_TRUE(
+      leaf_a.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms, "--upstream", inner.address()}).ok());
+  ASSERT_TRUE(
+      leaf_b.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms, "--upstream", inner.address()}).ok());
+  const std::vector<std::string> rank_server = {leaf_a.address(), leaf_b.address(), leaf_a.address(), leaf_b.address(),
+                                                root.address()};
+  const int n = static_cast<int>(rank_server.size());
+  const JobId job = JobId::Random();
+  std::atomic<int> done{0};
+  std::vector<Status> st(n);
+  std::vector<Clock::time_point> failed_at(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      e2e::CommConfig c;
+      c.chunk_bytes = 8192;
+      c.timeout = milliseconds(30000);
+      std::unique_ptr<Communicator> comm;
+      st[r] = e2e::MakeComm({rank_server[r]}, job, n, r, c, &comm);
+      const size_t count = 1 << 18;
+      std::vector<float> in(count, 1.0f), got(count);
+      for (int i = 0; st[r].ok() && i < 100000; ++i) {
+        st[r] = comm->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+        if (st[r].ok() && got[0] != static_cast<float>(n)) st[r] = InternalError("wrong sum");
+        if (r == 0) done.store(i + 1);
+      }
+      failed_at[r] = Clock::now();
+    });
+  }
+  const bool started = e2e::WaitFor([&] { return done.load() >= 3; }, milliseconds(30000));
+  const auto killed_at = Clock::now();
+  inner.Signal(SIGKILL);
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(started) << "the tree never completed 3 collectives: " << st[0].ToString();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r;
+    const auto waited = std::chrono::duration_cast<milliseconds>(failed_at[r] - killed_at).count();
+    EXPECT_LT(waited, 8000) << "rank " << r << " learned of the failure after " << waited
+                            << " ms: " << st[r].ToString();
+  }
+  // The leaves name what happened to their parent.
+  EXPECT_NE(st[0].message().find("upstream server"), std::string::npos) << st[0].ToString();
+}
+
+}  // namespace
+}  // namespace optcast::tree
