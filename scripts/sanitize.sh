@@ -5,7 +5,7 @@
 #
 #   scripts/sanitize.sh            # address,undefined into build-asan/, every suite but emu
 #   scripts/sanitize.sh address    # the same
-#   scripts/sanitize.sh thread     # thread into build-tsan/, the suites that run threads (e2e, nccl)
+#   scripts/sanitize.sh thread     # thread into build-tsan/, the suites that run threads (e2e, tree, nccl, ...)
 #
 # Extra arguments after the mode go to ctest (e.g. -R e2e. or --repeat until-fail:3).
 # Environment: CC/CXX pick the compiler (default: the system's, GCC on Debian 12),
@@ -24,19 +24,20 @@ case "$mode" in
     # Every suite except emu (it needs root and network namespaces and runs the optcast binary
     # in other namespaces; the sanitizers add nothing there that the other suites do not cover)
     # and the suites that load our libraries into programs built without the sanitizer runtime
-    # (mpirun'd MPI programs, the Python interpreter for the PyTorch backend).
-    ctest_select=(-LE '^(emu|mpi|torch)$')
+    # (mpirun'd MPI programs, the Python interpreter for the PyTorch backend), and sim, a SimGrid
+    # model that shares no code with the server path.
+    ctest_select=(-LE '^(emu|mpi|torch|sim)$')
     ;;
   thread | tsan)
     mode=thread
     sanitize="thread"
     build_dir=build-tsan
     # Only the suites that run several threads in one process: server (the reduction workers),
-    # e2e (servers on threads of the test process), nccl (servers on threads, ranks and NCCL
-    # proxy threads calling the plugin concurrently) and observe (metrics and traces written from
-    # several threads while an HTTP thread renders them). unit, reduce and ring are
-    # single-threaded (ring forks processes).
-    ctest_select=(-L '^(e2e|nccl|server|observe)$')
+    # e2e (servers on threads of the test process), tree (a tree of servers on threads), nccl
+    # (servers on threads, ranks and NCCL proxy threads calling the plugin concurrently) and
+    # observe (metrics and traces written from several threads while an HTTP thread renders
+    # them). unit, reduce and ring are single-threaded (ring forks processes).
+    ctest_select=(-L '^(e2e|tree|nccl|server|observe)$')
     ;;
   *)
     echo "usage: $0 [address|thread] [ctest arguments...]" >&2
