@@ -4,11 +4,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
+
+#include "config/yaml_file.h"
 
 namespace optcast::config {
 
@@ -16,28 +14,10 @@ std::string ConfigError(const std::string& path, int line, const std::string& te
   return line > 0 ? fmt::format("{}:{}: {}", path, line, text) : fmt::format("{}: {}", path, text);
 }
 
-namespace {
-
-int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
-
-}  // namespace
-
 Status ReadConfigFile(const std::string& path, std::vector<ConfigEntry>* out) {
   out->clear();
-  std::ifstream in(path);
-  if (!in) {
-    return InvalidArgument(
-        ConfigError(path, 0, fmt::format("cannot open the configuration file: {}", std::strerror(errno))));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  // yaml-cpp reports problems by exception; they stop here and become a Status.
   YAML::Node root;
-  try {
-    root = YAML::Load(text.str());
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(ConfigError(path, e.mark.line + 1, "not valid YAML: " + e.msg));
-  }
+  OPTCAST_RETURN_IF_ERROR(LoadYamlFile(path, "configuration file", &root));
   if (root.IsNull()) return Status::Ok();  // empty file: nothing to set
   if (!root.IsMap()) {
     return InvalidArgument(ConfigError(path, LineOf(root),

@@ -4,18 +4,13 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "config/config_file.h"
+#include "config/yaml_file.h"
 
 namespace optcast::config {
 namespace {
-
-int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
 
 Status ReadServer(const std::string& path, const YAML::Node& n, TopologyServer* s) {
   s->line = LineOf(n);
@@ -82,19 +77,8 @@ std::vector<std::string> Topology::Children(const std::string& name) const {
 Status ReadTopology(const std::string& path, Topology* out) {
   *out = Topology{};
   out->path = path;
-  std::ifstream in(path);
-  if (!in) {
-    return InvalidArgument(
-        ConfigError(path, 0, fmt::format("cannot open the topology file: {}", std::strerror(errno))));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
   YAML::Node root;
-  try {
-    root = YAML::Load(text.str());
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(ConfigError(path, e.mark.line + 1, "not valid YAML: " + e.msg));
-  }
+  OPTCAST_RETURN_IF_ERROR(LoadYamlFile(path, "topology file", &root));
   if (!root.IsMap() || !root["servers"] || !root["servers"].IsSequence()) {
     return InvalidArgument(ConfigError(path, root.IsNull() ? 0 : LineOf(root),
                                        "expected a top-level `servers:` list of {name, address, parent}"));

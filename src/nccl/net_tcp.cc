@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "common/env.h"
+#include "common/little_endian.h"
 #include "nccl/interfaces.h"
 #include "nccl/logging.h"
 #include "transport/tcp/connection.h"
@@ -43,15 +44,6 @@ constexpr auto kRetryDelay = std::chrono::milliseconds(10);
 constexpr auto kHelloTimeout = std::chrono::seconds(60);
 
 // ---- little-endian encoding of our two message kinds ----
-
-void PutU64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t GetU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 enum MsgType : uint8_t { kClearToSend = 1, kData = 2 };
 // Clear to send: [type, n, 0 x6][seq u64] then n x [tag i64][size u64].

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/env.h"
+#include "common/little_endian.h"
 
 namespace optcast::transport::ofi {
 
@@ -28,17 +29,6 @@ constexpr uint32_t kSendSlots = 32;
 constexpr uint32_t kRecvSlots = 16;
 // Payloads above this go as several sends (providers cap one message at max_msg_size).
 constexpr uint64_t kMaxSegment = uint64_t{1} << 30;
-
-uint32_t GetU32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 std::string FiError(const char* what, ssize_t rc) {
   return std::string(what) + ": " + fi_strerror(static_cast<int>(-rc));
