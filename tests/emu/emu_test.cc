@@ -57,25 +57,30 @@ class EmuTest : public ::testing::Test {
     }
   }
 
+  // Runs `optcast emu run ARGS --json FILE`, its output into *out, and reads FILE into *j
+  // (removing it).
+  void RunEmuJson(const std::string& args, const std::string& tag, nlohmann::json* j, std::string* out) {
+    const std::string json_path =
+        std::filesystem::temp_directory_path() / ("optcast-emu-" + tag + "-" + std::to_string(getpid()) + ".json");
+    const std::string cmd = optcast_ + " emu run " + args + " --json " + json_path;
+    const int rc = Shell(cmd, out);
+    ASSERT_EQ(rc, 0) << cmd << "\n" << *out;
+    std::ifstream f(json_path);
+    ASSERT_TRUE(f.good()) << "no JSON at " << json_path << "\n" << *out;
+    f >> *j;
+    std::filesystem::remove(json_path);
+  }
+
   std::string optcast_;
   std::string gloo_;
 };
 
 TEST_F(EmuTest, RunComparesAlgorithmsAndCleansUp) {
-  const std::string json_path =
-      std::filesystem::temp_directory_path() / ("optcast-emu-test-" + std::to_string(getpid()) + ".json");
-  std::string cmd =
-      optcast_ + " emu run --workers 2 --servers 1 --rate 200mbit -b 1M -e 1M -n 3 -w 1 --json " + json_path;
-  if (!gloo_.empty()) cmd += " --gloo-bench " + gloo_;
-  std::string out;
-  const int rc = Shell(cmd, &out);
-  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
-
-  std::ifstream f(json_path);
-  ASSERT_TRUE(f.good()) << "no JSON at " << json_path << "\n" << out;
+  std::string args = "--workers 2 --servers 1 --rate 200mbit -b 1M -e 1M -n 3 -w 1";
+  if (!gloo_.empty()) args += " --gloo-bench " + gloo_;
   nlohmann::json j;
-  f >> j;
-  std::filesystem::remove(json_path);
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(RunEmuJson(args, "test", &j, &out));
   EXPECT_EQ(j["cluster"]["workers"], 2);
   EXPECT_EQ(j["cluster"]["servers"], 1);
   bool seen_server = false, seen_ring = false, seen_gloo = false;
@@ -103,20 +108,10 @@ TEST_F(EmuTest, RunComparesAlgorithmsAndCleansUp) {
 // A depth-2 aggregation tree on the emulated network: 4 workers, 2 leaves (one per pair of
 // workers), a root; results checked by the bench, time within the tree's bound.
 TEST_F(EmuTest, TreeOfTwoLeavesAndARoot) {
-  const std::string json_path =
-      std::filesystem::temp_directory_path() / ("optcast-emu-tree-" + std::to_string(getpid()) + ".json");
-  const std::string cmd = optcast_ +
-                          " emu run --workers 4 --servers 3 --tree --algo server --rate 200mbit -b 1M -e 1M -n 3 "
-                          "-w 1 --json " +
-                          json_path;
-  std::string out;
-  const int rc = Shell(cmd, &out);
-  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
-  std::ifstream f(json_path);
-  ASSERT_TRUE(f.good()) << "no JSON at " << json_path << "\n" << out;
   nlohmann::json j;
-  f >> j;
-  std::filesystem::remove(json_path);
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(RunEmuJson(
+      "--workers 4 --servers 3 --tree --algo server --rate 200mbit -b 1M -e 1M -n 3 -w 1", "tree", &j, &out));
   EXPECT_EQ(j["cluster"]["tree"], true);
   int rows = 0;
   for (const auto& row : j["results"]) {
