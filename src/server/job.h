@@ -23,11 +23,12 @@ struct ConnState;
 // reduced in rank order (or, for all-gather, forwarded).
 struct Slot {
   wire::ChunkRef ref;
-  std::vector<std::shared_ptr<uint8_t>> contribs;  // by rank (reductions) or [0] (all-gather)
-  std::vector<uint8_t> have;                       // by rank: contribution fully received
+  std::vector<std::shared_ptr<uint8_t>> contribs;  // by seat (Job::SeatOf), or [0] (all-gather)
+  std::vector<uint8_t> have;                       // by seat: contribution fully received
   uint32_t arrived = 0;
   uint32_t expected = 0;
   Clock::time_point first_arrival{};  // for the chunk latency metric
+  uint64_t state_bytes = 0;           // bookkeeping charged to the job for this slot
   // Aggregation tree: the combined partial, then the result from upstream (server/tree_math.h).
   std::shared_ptr<uint8_t> tree_buf;
 };
@@ -79,6 +80,13 @@ struct Job {
   bool failed = false;
   // Set when the job spans an aggregation tree: this server has a parent or downstream servers.
   std::unique_ptr<TreeState> tree;
+
+  // Where member `index` (a rank, or a downstream server's first rank) contributes in a chunk
+  // slot: its rank in a flat job, its seat (join order) in a tree, where slots are as wide as
+  // this server's fan-in rather than the job.
+  uint32_t SeatOf(uint32_t index) const { return tree ? tree->members.seat(index) : index; }
+  // How many seats a slot needs now (a tree's grows as members join, until it is sealed).
+  uint32_t Seats() const { return tree ? static_cast<uint32_t>(tree->members.members()) : nranks; }
 };
 
 // Bookkeeping bytes charged per collective and per chunk position, so memory limits also bound

@@ -8,6 +8,10 @@
 
 namespace optcast::server {
 
+Status ReduceTask::Reduce() {
+  return reduce::Combine(dtype, op, srcs.data(), static_cast<int>(srcs.size()), dst, count);
+}
+
 int ReduceWorkers::ThreadsForCores(unsigned cores) {
   // hardware_concurrency() may say 0 (unknown): then one worker.
   return static_cast<int>(std::clamp<unsigned>(cores, 2, 65) - 1);
@@ -62,8 +66,7 @@ void ReduceWorkers::WorkerLoop() {
     {
       observe::TraceSpan span("reduce", "server");
       const auto t0 = std::chrono::steady_clock::now();
-      task->status = reduce::Combine(task->dtype, task->op, task->srcs.data(), static_cast<int>(task->srcs.size()),
-                                     task->dst, task->count);
+      task->status = task->Reduce();
       task->elapsed = std::chrono::steady_clock::now() - t0;
       if (span.on()) {
         span.args().Add("elements", static_cast<uint64_t>(task->count)).Add("ranks", task->srcs.size());

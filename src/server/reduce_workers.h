@@ -20,12 +20,15 @@ namespace optcast::server {
 // read, so a task costs no allocation once the loop has recycled a few.
 struct ReduceTask {
   virtual ~ReduceTask() = default;
+  // Runs on a worker: dst = op(srcs...) in the order of srcs. A reduction of another shape (an
+  // aggregation tree's partials) overrides it.
+  virtual Status Reduce();
   DataType dtype = DataType::kFloat32;
   RedOp op = RedOp::kSum;
   std::vector<const void*> srcs;  // in rank order
   void* dst = nullptr;            // may be srcs[0]
   size_t count = 0;
-  Status status;                        // set by the worker
+  Status status;                        // set by the worker: what Reduce() returned
   std::chrono::nanoseconds elapsed{0};  // set by the worker: time spent reducing
 };
 

@@ -100,6 +100,23 @@ struct ChunkReduction : ReduceTask {
   uint64_t coll_seq = 0;
   SlotKey key{};
   std::vector<std::shared_ptr<uint8_t>> keep;
+
+  // Aggregation tree (server/tree_math.h): the members' contributions, some of them partials
+  // from downstream servers, combine into a partial in `partial`; the root also finishes it.
+  bool tree = false;
+  std::unique_ptr<bool[]> is_partial;
+  size_t is_partial_capacity = 0;
+  bool finish = false;
+  uint32_t nranks = 0;
+  std::shared_ptr<uint8_t> partial;
+  std::vector<uint8_t> scratch;
+
+  Status Reduce() override {
+    if (!tree) return ReduceTask::Reduce();
+    OPTCAST_RETURN_IF_ERROR(CombineToPartial(dtype, op, srcs.data(), is_partial.get(), static_cast<int>(srcs.size()),
+                                             partial.get(), count, &scratch));
+    return finish ? FinishPartial(dtype, op, partial.get(), count, nranks) : Status::Ok();
+  }
 };
 
 uint32_t DefaultMaxConnections() {
@@ -135,6 +152,7 @@ class Server::Impl : public transport::MessageHandler {
           "on a network you trust",
           opts_.listen.host));
     }
+    if (opts_.upstream) OPTCAST_RETURN_IF_ERROR(ResolveParent(*opts_.upstream, &parent_addrs_));
     OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
     port_ = listener_->port();
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
@@ -284,9 +302,7 @@ class Server::Impl : public transport::MessageHandler {
     auto sit = cit->second.slots.find(cs->rx_key);
     if (sit == cit->second.slots.end()) return InternalError("chunk slot vanished while receiving");
     Slot& slot = sit->second;
-    const size_t idx = cit->second.desc.coll == CollType::kAllGather ? 0 : cs->rank;
-    slot.have[cs->rank] = 1;
-    (void)idx;
+    slot.have[job->SeatOf(cs->rank)] = 1;
     ++slot.arrived;
     job->last_progress = Clock::now();
     last_activity_ = job->last_progress;
@@ -542,14 +558,22 @@ class Server::Impl : public transport::MessageHandler {
     for (auto& job : expired) {
       const CollState& oldest = job->colls.begin()->second;
       std::vector<uint32_t> missing;
-      for (uint32_t r = 0; r < job->nranks; ++r) {
-        if (job->tree && !job->tree->members.is_member(r)) continue;  // joined another server of the tree
+      auto check = [&](uint32_t r) {
         bool lacks = job->ranks[r] == nullptr;
+        const uint32_t seat = job->SeatOf(r);
         for (const auto& [key, slot] : oldest.slots) {
           const bool expects = oldest.desc.coll != CollType::kAllGather || key.first == r;
-          if (expects && !slot.have[r]) lacks = true;
+          if (expects && (seat >= slot.have.size() || !slot.have[seat])) lacks = true;
         }
         if (lacks) missing.push_back(r);
+      };
+      if (job->tree) {
+        // The members that joined here; the job's other ranks belong to other servers of the tree.
+        std::vector<uint32_t> members = job->tree->members.seated();
+        std::sort(members.begin(), members.end());
+        for (uint32_t r : members) check(r);
+      } else {
+        for (uint32_t r = 0; r < job->nranks; ++r) check(r);
       }
       FailJob(job, Code::kTimeout,
               fmt::format("collective #{} ({}) of job {} made no progress for {} ms; still waiting for rank(s) "
@@ -744,15 +768,17 @@ class Server::Impl : public transport::MessageHandler {
     const SlotKey key{chunk.ref.segment, chunk.ref.offset};
     auto sit = coll.slots.find(key);
     if (sit == coll.slots.end()) {
-      OPTCAST_RETURN_IF_ERROR(ChargeState(job, SlotStateBytes(job->nranks), "chunk"));
+      const uint32_t seats = job->Seats();
+      OPTCAST_RETURN_IF_ERROR(ChargeState(job, SlotStateBytes(seats), "chunk"));
       sit = NewSlot(&coll.slots, key);
       Slot& slot = sit->second;
       slot.arrived = 0;
       slot.ref = chunk.ref;
       slot.expected = d.coll == CollType::kAllGather ? 1 : job->nranks;
-      slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : job->nranks);
-      slot.have.assign(job->nranks, 0);
+      slot.contribs.resize(d.coll == CollType::kAllGather ? 1 : seats);
+      slot.have.assign(seats, 0);
       slot.first_arrival = Clock::now();
+      slot.state_bytes = SlotStateBytes(seats);
     } else {
       Slot& slot = sit->second;
       if (slot.ref.count != chunk.ref.count) {
@@ -762,14 +788,19 @@ class Server::Impl : public transport::MessageHandler {
                             d.coll_seq, chunk.ref.offset, slot.ref.count, chunk.ref.count, cs->rank));
         return Status(Code::kCancelled, "job failed");
       }
-      const size_t idx = d.coll == CollType::kAllGather ? 0 : cs->rank;
-      if (slot.have[cs->rank] || slot.contribs[idx]) {
+      if (job->tree && job->SeatOf(cs->rank) >= slot.have.size()) {
+        // A member that joined this tree after the slot was opened (the job is not sealed yet).
+        slot.have.resize(job->Seats(), 0);
+        slot.contribs.resize(job->Seats());
+      }
+      const size_t idx = d.coll == CollType::kAllGather ? 0 : job->SeatOf(cs->rank);
+      if (slot.have[job->SeatOf(cs->rank)] || slot.contribs[idx]) {
         return ProtocolError(fmt::format("rank {} sent the chunk at element {} of collective #{} twice", cs->rank,
                                          chunk.ref.offset, d.coll_seq));
       }
     }
     Slot& slot = sit->second;
-    const size_t idx = d.coll == CollType::kAllGather ? 0 : cs->rank;
+    const size_t idx = d.coll == CollType::kAllGather ? 0 : job->SeatOf(cs->rank);
     const uint64_t capacity = BufferPool::CapacityFor(expect_bytes);
     const MemoryBudget* refused = nullptr;
     if (!job->memory->TryCharge(capacity, &refused)) return FailJobForMemory(job, *refused, capacity, "a chunk");
@@ -855,14 +886,8 @@ class Server::Impl : public transport::MessageHandler {
 
   // Hands a complete slot's reduction to a worker; the result lands in contribs[0], in place.
   void SubmitReduction(const std::shared_ptr<Job>& job, const CollState& coll, const Slot& slot) {
-    ChunkReduction* task;
-    if (free_tasks_.empty()) {
-      all_tasks_.push_back(std::make_unique<ChunkReduction>());
-      task = all_tasks_.back().get();
-    } else {
-      task = free_tasks_.back();
-      free_tasks_.pop_back();
-    }
+    ChunkReduction* task = TakeTask();
+    task->tree = false;
     task->dtype = coll.desc.dtype;
     task->op = coll.desc.op;
     task->count = slot.ref.count;
@@ -874,6 +899,17 @@ class Server::Impl : public transport::MessageHandler {
     for (uint32_t r = 0; r < job->nranks; ++r) task->srcs[r] = slot.contribs[r].get();
     task->dst = slot.contribs[0].get();
     workers_->Submit(task);
+  }
+
+  // A recycled task, or a new one while fewer are in flight than ever before.
+  ChunkReduction* TakeTask() {
+    if (free_tasks_.empty()) {
+      all_tasks_.push_back(std::make_unique<ChunkReduction>());
+      return all_tasks_.back().get();
+    }
+    ChunkReduction* task = free_tasks_.back();
+    free_tasks_.pop_back();
+    return task;
   }
 
   // Sends the results of reductions the workers finished. A job that failed meanwhile has
@@ -892,7 +928,11 @@ class Server::Impl : public transport::MessageHandler {
             if (task->status.ok()) {
               metrics_.Reduced(task->elapsed);
               job->last_progress = Clock::now();
-              SendReduced(job, cit, sit);
+              if (task->tree) {
+                TreePartialDone(job, cit, sit, std::move(task->partial));
+              } else {
+                SendReduced(job, cit, sit);
+              }
             } else {
               FailJob(job, Code::kInternal, "reduction failed: " + task->status.message());
             }
@@ -900,6 +940,7 @@ class Server::Impl : public transport::MessageHandler {
         }
       }
       task->keep.clear();
+      task->partial.reset();
       free_tasks_.push_back(task);
     }
   }
@@ -912,8 +953,10 @@ class Server::Impl : public transport::MessageHandler {
     const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
     const wire::ChunkDone done{d.coll_seq, slot.ref};
     const std::shared_ptr<uint8_t>& result = job->tree ? slot.tree_buf : slot.contribs[0];
-    for (uint32_t r = 0; r < job->nranks; ++r) {
-      if (job->tree && !job->tree->members.is_member(r)) continue;
+    // In a tree, only the members here (fan-in), not every rank of the job.
+    const uint32_t receivers = job->tree ? static_cast<uint32_t>(job->tree->members.seated().size()) : job->nranks;
+    for (uint32_t i = 0; i < receivers; ++i) {
+      const uint32_t r = job->tree ? job->tree->members.seated()[i] : i;
       --job->open_chunks[r];
       OutMessage m;
       if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
@@ -935,8 +978,8 @@ class Server::Impl : public transport::MessageHandler {
     ++chunks_reduced_;
     metrics_.ChunkDone(Clock::now() - sit->second.first_arrival);
     coll.elems_done += sit->second.ref.count;
+    ReleaseState(*job, sit->second.state_bytes);
     RecycleSlot(coll.slots.extract(sit));
-    ReleaseState(*job, SlotStateBytes(job->nranks));
     if (coll.elems_done >= coll.desc.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
       metrics_.CollectiveDone(coll.desc.coll);
       job->colls.erase(cit);
@@ -1159,6 +1202,7 @@ class Server::Impl : public transport::MessageHandler {
   std::vector<ReduceTask*> finished_scratch_;
   std::vector<const void*> srcs_scratch_;
   std::unique_ptr<bool[]> tree_partial_flags_;
+  std::vector<ParentAddress> parent_addrs_;  // --upstream, resolved at Start
   std::vector<uint8_t> tree_scratch_;
   std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
   std::atomic<uint64_t> reduce_threads_{0};

@@ -15,9 +15,10 @@ Status TreeMembership::Add(uint32_t index, bool server) {
                     index, nranks_));
   }
   // Weight starts at 0; a rank counts itself through Grow below, a server through its Grow messages.
-  if (!members_.emplace(index, Member{0, index, server}).second) {
+  if (!members_.emplace(index, Member{0, index, server, static_cast<uint32_t>(seated_.size())}).second) {
     return InvalidArgument(fmt::format("member {} joined twice", index));
   }
+  seated_.push_back(index);
   if (!server) return Grow(index, 1, index);
   return Status::Ok();
 }

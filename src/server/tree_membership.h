@@ -39,6 +39,11 @@ class TreeMembership {
   bool is_server(uint32_t index) const;
   // Member indices in combination order (valid once sealed).
   const std::vector<uint32_t>& order() const { return order_; }
+  // Members in the order they joined: a member's seat is its position here, and where its
+  // contribution sits in a chunk slot, so slots hold one entry per member (the server's fan-in),
+  // however many ranks the job has.
+  const std::vector<uint32_t>& seated() const { return seated_; }
+  uint32_t seat(uint32_t index) const { return members_.at(index).seat; }
   std::vector<uint32_t> servers() const;
 
  private:
@@ -46,6 +51,7 @@ class TreeMembership {
     uint32_t weight = 0;
     uint32_t min_rank = 0;
     bool server = false;
+    uint32_t seat = 0;
   };
   uint32_t nranks_;
   uint32_t weight_ = 0;
@@ -53,6 +59,7 @@ class TreeMembership {
   bool sealed_ = false;
   std::map<uint32_t, Member> members_;
   std::vector<uint32_t> order_;
+  std::vector<uint32_t> seated_;
 };
 
 }  // namespace optcast::server

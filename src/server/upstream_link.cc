@@ -13,31 +13,52 @@
 
 namespace optcast::server {
 
-Status StartConnect(const transport::Endpoint& parent, transport::tcp::Socket* out) {
+Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddress>* out) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   const std::string port = std::to_string(parent.port);
   if (int rc = getaddrinfo(parent.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return Status(Code::kUnavailable, fmt::format("cannot resolve {}: {}", parent.host, gai_strerror(rc)));
+    return Status(Code::kUnavailable,
+                  fmt::format("cannot resolve the upstream server {}: {}; fix --upstream or the topology file, or "
+                              "start this server once the name resolves",
+                              parent.ToString(), gai_strerror(rc)));
   }
-  std::string last = "no address";
+  out->clear();
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    transport::tcp::Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    ParentAddress a;
+    a.family = ai->ai_family;
+    a.socktype = ai->ai_socktype;
+    a.protocol = ai->ai_protocol;
+    std::memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
+    a.len = ai->ai_addrlen;
+    out->push_back(a);
+  }
+  freeaddrinfo(res);
+  if (out->empty()) {
+    return Status(Code::kUnavailable, fmt::format("the upstream server {} resolved to no address", parent.ToString()));
+  }
+  return Status::Ok();
+}
+
+Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentAddress>& addrs,
+                    transport::tcp::Socket* out) {
+  std::string last = "no address";
+  for (const ParentAddress& a : addrs) {
+    transport::tcp::Socket s(::socket(a.family, a.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.protocol));
     if (!s.valid()) {
       last = std::string("socket(): ") + std::strerror(errno);
       continue;
     }
-    if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
-      freeaddrinfo(res);
+    if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0 || errno == EINPROGRESS) {
       OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(s.fd(), true));
       *out = std::move(s);
       return Status::Ok();
     }
     last = std::strerror(errno);
   }
-  freeaddrinfo(res);
   return Status(Code::kUnavailable, fmt::format("connect to {}: {}", parent.ToString(), last));
 }
 

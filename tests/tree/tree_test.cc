@@ -109,6 +109,18 @@ TEST(Tree, Depth3EveryTypeAndOp) {
   ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 200, AllTypes(), AllOps()));
 }
 
+// With reduction threads, chunks large enough to be worth the hand-off combine off the event loop.
+TEST(Tree, Depth3EveryTypeAndOpOnReductionThreads) {
+  const TreeShape shape = Depth3();
+  server::ServerOptions options = TreeServerOptions();
+  options.reduce_threads = 2;
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, options).ok());
+  e2e::CommConfig config;
+  config.chunk_bytes = 64 * 1024;  // a partial of 2+ members is >= 64 KiB: the reduction threads take it
+  ExpectAllOk(RunAllTypes(farm, shape, 70001, config, 400, AllTypes(), AllOps()));
+}
+
 TEST(Tree, SingleChunkAndSingleElement) {
   const TreeShape shape = Depth3();
   TreeFarm farm;

@@ -1,0 +1,68 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// A server of an aggregation tree keeps per-chunk state for its members (its fan-in), not for
+// every rank of the job: a leaf with one rank of a 4096-rank job charges a one-seat slot.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "optcast/communicator.h"
+#include "optcast/job_id.h"
+#include "server/buffer_pool.h"
+#include "server/job.h"
+#include "server/tree_membership.h"
+#include "tree_farm.h"
+
+namespace optcast::tree {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(TreeFanIn, SeatsFollowTheJoinOrder) {
+  server::TreeMembership m(1000);
+  ASSERT_TRUE(m.Add(700, false).ok());
+  ASSERT_TRUE(m.Add(3, true).ok());
+  ASSERT_TRUE(m.Grow(3, 299, 0).ok());
+  ASSERT_TRUE(m.Add(999, false).ok());
+  EXPECT_EQ(m.seated(), (std::vector<uint32_t>{700, 3, 999}));
+  EXPECT_EQ(m.seat(700), 0u);
+  EXPECT_EQ(m.seat(3), 1u);
+  EXPECT_EQ(m.seat(999), 2u);
+  EXPECT_FALSE(m.Add(3, false).ok()) << "a member joins once";
+  EXPECT_EQ(m.seated().size(), 3u);
+}
+
+TEST(TreeFanIn, LeafSlotStateFollowsItsMembersNotTheJobsRanks) {
+  constexpr uint32_t kRanks = 4096;
+  server::ServerOptions options = e2e::TestServerOptions();
+  options.job_timeout = milliseconds(1500);
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start({-1, 0}, options).ok());
+  server::Server& leaf = farm.server(1);
+  ASSERT_EQ(leaf.stats().memory_used, 0u);
+
+  // Rank 0 of a job whose other ranks never come: its chunk waits at the leaf until the job times out.
+  Status status;
+  std::thread rank([&] {
+    std::unique_ptr<Communicator> comm;
+    status = e2e::MakeComm({farm.address(1)}, JobId::Random(), kRanks, 0, e2e::CommConfig{}, &comm);
+    std::vector<float> in(16, 1.0f), out(16);
+    if (status.ok()) status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  });
+  const uint64_t chunk = server::BufferPool::CapacityFor(16 * sizeof(float));
+  const uint64_t expected = chunk + server::CollStateBytes(kRanks) + server::SlotStateBytes(1);
+  EXPECT_TRUE(e2e::WaitFor([&] { return leaf.stats().memory_used >= expected; }, milliseconds(5000)))
+      << "memory used at the leaf: " << leaf.stats().memory_used;
+  const uint64_t used = leaf.stats().memory_used;
+  rank.join();
+  EXPECT_EQ(used, expected) << "the chunk buffer, the collective, and a slot with one seat";
+  EXPECT_LT(used + 8 * (kRanks - 1), chunk + server::CollStateBytes(kRanks) + server::SlotStateBytes(kRanks));
+  EXPECT_FALSE(status.ok()) << "the job cannot complete without its other ranks";
+  EXPECT_TRUE(e2e::WaitFor([&] { return leaf.stats().memory_used == 0; })) << "the failed job's memory is freed";
+}
+
+}  // namespace
+}  // namespace optcast::tree
