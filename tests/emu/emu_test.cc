@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 namespace {
@@ -123,6 +124,27 @@ TEST_F(EmuTest, TreeOfTwoLeavesAndARoot) {
   }
   EXPECT_EQ(rows, 1) << out;
   EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run --tree` left namespaces behind";
+}
+
+// A depth-3 tree on the emulated network (a root, two inner servers, a leaf under each, two
+// workers per leaf): every datatype and op through it, each result checked by the ranks.
+TEST_F(EmuTest, TreeOfDepth3CarriesEveryTypeAndOp) {
+  nlohmann::json j;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(
+      RunEmuJson("--workers 4 --servers 5 --tree-depth 3 --algo server --rate 1gbit -b 64K "
+                 "-e 64K -n 1 -w 0 --chunk 16K --check-types",
+                 "tree3", &j, &out));
+  EXPECT_EQ(j["cluster"]["tree"], true);
+  EXPECT_EQ(j["cluster"]["tree_depth"], 3);
+  std::set<std::string> pairs;
+  for (const auto& c : j["type_checks"]) {
+    EXPECT_EQ(c["wrong"].get<uint64_t>(), 0u) << c.dump();
+    pairs.insert(c["dtype"].get<std::string>() + " " + c["op"].get<std::string>());
+  }
+  EXPECT_EQ(pairs.size(), 50u) << "10 datatypes x 5 ops\n" << out;
+  EXPECT_NE(out.find("50 pairs, 0 wrong values"), std::string::npos) << out;
+  EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run --tree-depth 3` left namespaces behind";
 }
 
 TEST_F(EmuTest, UpStatusDownIsIdempotent) {

@@ -96,6 +96,14 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
   run->add_flag("--tree", flags->run.tree,
                 "Servers form an aggregation tree: server 0 is the root, the others leaves; each worker talks to "
                 "one leaf (needs --servers >= 2)");
+  run->add_option("--tree-depth", flags->run.tree_depth,
+                  "Levels of the tree (implies --tree): 2, a root and leaves; 3, a root, inner servers and leaves "
+                  "(needs --servers >= 3)")
+      ->check(CLI::Range(2, 3))
+      ->each([flags](const std::string&) { flags->run.tree = true; });
+  run->add_flag("--check-types", flags->run.check_types,
+                "After the timed runs, run every datatype and op once through the servers at the smallest size, "
+                "checking each result");
 
   CLI::App* down = cmd->add_subcommand("down", "Stop everything in the cluster and delete it (idempotent)");
   down->add_flag("-v,--verbose", flags->verbose, "Print every command");

@@ -2,6 +2,7 @@
 #include "tools/emu/emu_run.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -28,6 +29,7 @@
 
 #include "auth/proof.h"
 #include "tools/emu/runner.h"
+#include "tools/emu/tree_layout.h"
 #include "tools/plot/line_plot.h"
 
 namespace optcast::tools::emu {
@@ -220,22 +222,39 @@ struct Bounds {
   double For(const std::string& algo) const { return algo == "server" ? server_Bps : ring_Bps; }
 };
 
-Bounds ComputeBounds(const ClusterSpec& spec, bool tree) {
+Bounds ComputeBounds(const ClusterSpec& spec, const TreeLayout* tree) {
   Bounds b;
   const double n = spec.workers;
   b.rate_Bps = static_cast<double>(spec.rate_bits) / 8.0;
   // Each worker sends and receives the buffer once; each server moves n/S of it each way.
   b.server_Bps = spec.servers >= spec.workers ? b.rate_Bps : b.rate_Bps * spec.servers / n;
-  if (tree && spec.servers >= 2) {
-    // The busiest leaf moves the buffer once per own worker plus once to and from the root; the
-    // root moves it once per leaf (float32 partials are the buffer's size).
-    const int leaves = spec.servers - 1;
-    const int per_leaf = (spec.workers + leaves - 1) / leaves;
-    b.server_Bps = b.rate_Bps / std::max(per_leaf + 1, leaves);
+  if (tree != nullptr) {
+    // The busiest server moves the buffer once per own worker, once per child server and once to
+    // and from its parent (float32 partials are the buffer's size).
+    b.server_Bps = b.rate_Bps / tree->BusiestServerLoad();
   }
   // A ring sends and receives 2(n-1)/n of the buffer per worker.
   b.ring_Bps = b.rate_Bps * n / (2.0 * (n - 1.0));
   return b;
+}
+
+// One datatype x op run of the type sweep (--check-types).
+struct TypeCheck {
+  std::string dtype;
+  std::string op;
+  uint64_t bytes = 0;
+  uint64_t wrong = 0;
+};
+
+constexpr const char* kCheckTypes[] = {"float32", "float16", "bfloat16", "float64", "int8",
+                                       "uint8",   "int32",   "uint32",   "int64",   "uint64"};
+constexpr const char* kCheckOps[] = {"sum", "prod", "min", "max", "avg"};
+
+// Names a phase's files: the algorithm and size, and the type and op of a type check.
+std::string PhaseName(const std::string& algo, uint64_t bytes, const TypeCheck* check) {
+  std::string name = algo + "-" + std::to_string(bytes);
+  if (check != nullptr) name += "-" + check->dtype + "-" + check->op;
+  return name;
 }
 
 struct Row {
@@ -318,9 +337,9 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                 const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
+  const std::string tree = o.tree ? fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth) : "";
   std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), MTU %d\n",
-              s.workers, s.servers, o.tree ? " (a tree: server 0 is the root)" : "", FormatRate(s.rate_bits).c_str(),
-              b.rate_Bps / 1e6, s.mtu);
+              s.workers, s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, s.mtu);
   std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
               b.ring_Bps / 1e6, ideal);
   // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
@@ -414,7 +433,7 @@ Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, 
 
 class Emulation {
  public:
-  explicit Emulation(const RunOptions& o) : o_(o), bounds_(ComputeBounds(o.spec, o.tree)) {}
+  explicit Emulation(const RunOptions& o) : o_(o) {}
   ~Emulation() { StopServers(); }
 
   int Run();
@@ -422,13 +441,17 @@ class Emulation {
  private:
   Status Prepare();
   Status StartServers();
-  Status RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row);
-  std::vector<std::string> RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase) const;
+  Status RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row, const TypeCheck* check = nullptr);
+  std::vector<std::string> RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase,
+                                    const TypeCheck* check) const;
+  Status CheckEveryType(uint64_t bytes, int* phase);
   void StopServers();
   Status WriteJson(const std::vector<uint64_t>& sizes) const;
 
   RunOptions o_;
+  TreeLayout tree_;
   Bounds bounds_;
+  std::vector<TypeCheck> checks_;
   std::string workdir_;
   std::string optcast_;
   std::string gloo_;
@@ -440,6 +463,8 @@ class Emulation {
 
 Status Emulation::Prepare() {
   if (o_.spec.workers < 2) return InvalidArgument("run needs --workers >= 2");
+  if (o_.tree) OPTCAST_RETURN_IF_ERROR(TreeLayout::Make(o_.spec.servers, o_.spec.workers, o_.tree_depth, &tree_));
+  bounds_ = ComputeBounds(o_.spec, o_.tree ? &tree_ : nullptr);
   if (o_.min_bytes < 4 || o_.max_bytes < o_.min_bytes || o_.factor < 2 || o_.iters < 1 || o_.warmup < 0) {
     return InvalidArgument("need 4 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0");
   }
@@ -454,9 +479,6 @@ Status Emulation::Prepare() {
       return InvalidArgument("unknown algorithm '" + a + "'; use server, ring, gloo");
     }
     if (a == "server" && o_.spec.servers < 1) return InvalidArgument("--algo server needs --servers >= 1");
-    if (a == "server" && o_.tree && o_.spec.servers < 2) {
-      return InvalidArgument("--tree needs --servers >= 2: server 0 is the root, the others are leaves");
-    }
     if (a == "gloo") {
       gloo_ = FindGlooBench(o_.gloo_binary);
       if (gloo_.empty()) {
@@ -503,8 +525,8 @@ Status Emulation::StartServers() {
                                      "--listen",     h.address + ":" + std::to_string(kServerPort),
                                      "--timeout-ms", std::to_string(timeout_ms),
                                      "--log-level",  "warn"};
-    if (o_.tree && j > 0) {
-      args.insert(args.end(), {"--upstream", ServerHost(0).address + ":" + std::to_string(kServerPort)});
+    if (o_.tree && tree_.parent[j] >= 0) {
+      args.insert(args.end(), {"--upstream", ServerHost(tree_.parent[j]).address + ":" + std::to_string(kServerPort)});
     }
     OPTCAST_RETURN_IF_ERROR(Spawn(h.netns, args, workdir_ + "/server-" + std::to_string(j) + ".log", o_.verbose, &p));
     servers_.push_back(p);
@@ -519,10 +541,11 @@ void Emulation::StopServers() {
   servers_.clear();
 }
 
-std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase) const {
+std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t bytes, int rank, int phase,
+                                             const TypeCheck* check) const {
   const Host me = WorkerHost(rank);
   const std::string size = std::to_string(bytes);
-  const std::string json_path = workdir_ + "/" + algo + "-" + size + ".json";
+  const std::string json_path = workdir_ + "/" + PhaseName(algo, bytes, check) + ".json";
   const double op_s = static_cast<double>(bytes) / bounds_.For(algo);
   const std::string timeout_ms = std::to_string(static_cast<int>(std::max(30000.0, 5000.0 * op_s)));
   std::vector<std::string> args;
@@ -544,7 +567,7 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
       servers += (j ? "," : "") + ServerHost(j).address + ":" + std::to_string(kServerPort);
     }
     // In a tree a worker knows only its own leaf; the leaf knows the root.
-    if (o_.tree) servers = ServerHost(1 + rank % (o_.spec.servers - 1)).address + ":" + std::to_string(kServerPort);
+    if (o_.tree) servers = ServerHost(tree_.worker_server[rank]).address + ":" + std::to_string(kServerPort);
     // A fresh rendezvous port per phase: the previous phase's sockets may still be in TIME_WAIT.
     args = {optcast_,       "bench",
             "--rank",       std::to_string(rank),
@@ -554,15 +577,21 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
             "--timeout-ms", timeout_ms};
     if (algo == "server") args.insert(args.end(), {"--servers", servers});
     if (algo == "server" && !o_.chunk.empty()) args.insert(args.end(), {"--chunk", o_.chunk});
+    if (check != nullptr) args.insert(args.end(), {"-d", check->dtype, "-o", check->op, "-c", "1"});
   }
-  args.insert(args.end(),
-              {"-b", size, "-e", size, "-f", "2", "-n", std::to_string(o_.iters), "-w", std::to_string(o_.warmup)});
+  if (check != nullptr) {
+    args.insert(args.end(), {"-b", size, "-e", size, "-f", "2", "-n", "1", "-w", "0"});
+  } else {
+    args.insert(args.end(),
+                {"-b", size, "-e", size, "-f", "2", "-n", std::to_string(o_.iters), "-w", std::to_string(o_.warmup)});
+  }
   if (rank == 0) args.insert(args.end(), {"--json", json_path});
   return args;
 }
 
-Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row) {
+Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, Row* row, const TypeCheck* check) {
   std::vector<Proc> ranks(o_.spec.workers);
+  const std::string name = PhaseName(algo, bytes, check);
   // Generous: three times the ideal time of every iteration, plus setup.
   const double ideal_s = static_cast<double>(bytes) * (o_.iters + o_.warmup + 1) / bounds_.For(algo);
   const auto limit = std::chrono::seconds(60 + static_cast<int>(3 * ideal_s));
@@ -571,10 +600,10 @@ Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, R
   const CpuSample cpu0 = ReadMachineCpu();
   const auto t0 = Clock::now();
   for (int r = 0; r < o_.spec.workers; ++r) {
-    ranks[r].what = algo + " rank " + std::to_string(r) + " at " + SizeLabel(bytes);
-    Status st = Spawn(WorkerHost(r).netns, RankArgs(algo, bytes, r, phase),
-                      workdir_ + "/" + algo + "-" + std::to_string(bytes) + "-rank" + std::to_string(r) + ".log",
-                      o_.verbose, &ranks[r]);
+    ranks[r].what = algo + " rank " + std::to_string(r) + " at " + SizeLabel(bytes) +
+                    (check != nullptr ? " (" + check->dtype + " " + check->op + ")" : "");
+    Status st = Spawn(WorkerHost(r).netns, RankArgs(algo, bytes, r, phase, check),
+                      workdir_ + "/" + name + "-rank" + std::to_string(r) + ".log", o_.verbose, &ranks[r]);
     if (!st.ok()) {
       for (int k = 0; k < r; ++k) {
         kill(ranks[k].pid, SIGKILL);
@@ -593,7 +622,7 @@ Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, R
   for (const auto& r : ranks) emu_cpu += r.cpu_seconds;
   for (size_t j = 0; j < servers_.size(); ++j) emu_cpu += ProcessCpuSeconds(servers_[j].pid) - server_cpu0[j];
   row->algo = algo;
-  OPTCAST_RETURN_IF_ERROR(ReadBenchJson(workdir_ + "/" + algo + "-" + std::to_string(bytes) + ".json", row));
+  OPTCAST_RETURN_IF_ERROR(ReadBenchJson(workdir_ + "/" + name + ".json", row));
   row->algo = algo;
   row->cpu_machine = BusyFraction(cpu0, cpu1);
   row->cpu_emu = emu_cpu / wall / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -608,6 +637,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
   j["cluster"] = {{"workers", o_.spec.workers},
                   {"servers", o_.spec.servers},
                   {"tree", o_.tree},
+                  {"tree_depth", o_.tree ? o_.tree_depth : 0},
                   {"rate", FormatRate(o_.spec.rate_bits)},
                   {"rate_bits", o_.spec.rate_bits},
                   {"mtu", o_.spec.mtu},
@@ -634,6 +664,10 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                             {"cpu_emu", r.cpu_emu},
                             {"wall_s", r.wall_s}});
   }
+  j["type_checks"] = json::array();
+  for (const TypeCheck& c : checks_) {
+    j["type_checks"].push_back({{"dtype", c.dtype}, {"op", c.op}, {"bytes", c.bytes}, {"wrong", c.wrong}});
+  }
   j["ratios"] = json::array();
   for (uint64_t bytes : sizes) {
     auto sv = rows_.find({"server", bytes});
@@ -650,6 +684,32 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
   std::ofstream f(o_.json_path);
   if (!f) return InternalError("cannot write " + o_.json_path);
   f << j.dump(2) << "\n";
+  return Status::Ok();
+}
+
+// Every datatype x op once through the servers (the tree, with --tree), each result checked by the
+// ranks against the bench's reference.
+Status Emulation::CheckEveryType(uint64_t bytes, int* phase) {
+  if (std::find(algos_.begin(), algos_.end(), "server") == algos_.end()) {
+    return InvalidArgument("--check-types needs --algo server");
+  }
+  bytes = std::max<uint64_t>(bytes / 8 * 8, 8);  // whole elements of every type
+  uint64_t wrong = 0;
+  for (const char* dtype : kCheckTypes) {
+    for (const char* op : kCheckOps) {
+      if (g_interrupted) return InternalError("interrupted");
+      TypeCheck c{dtype, op, bytes, 0};
+      Row row;
+      OPTCAST_RETURN_IF_ERROR(RunPhase("server", bytes, (*phase)++, &row, &c));
+      c.wrong = row.wrong;
+      wrong += c.wrong;
+      checks_.push_back(c);
+    }
+  }
+  std::printf("# checked every datatype and op through the %s at %s: %zu pairs, %llu wrong values\n",
+              o_.tree ? "tree" : "servers", SizeLabel(bytes).c_str(), checks_.size(),
+              static_cast<unsigned long long>(wrong));
+  std::fflush(stdout);
   return Status::Ok();
 }
 
@@ -694,6 +754,7 @@ int Emulation::Run() {
       std::fflush(stdout);
     }
   }
+  if (st.ok() && o_.check_types) st = CheckEveryType(sizes.front(), &phase);
   StopServers();
   Status down = Down(o_.verbose);
   if (!down.ok()) std::fprintf(stderr, "optcast emu: cleaning up: %s\n", down.message().c_str());
@@ -706,6 +767,7 @@ int Emulation::Run() {
   int rc = 0;
   uint64_t wrong = 0;
   for (const auto& [k, r] : rows_) wrong += r.wrong;
+  for (const TypeCheck& c : checks_) wrong += c.wrong;
   if (wrong > 0) {
     std::fprintf(stderr, "optcast emu run: %llu wrong values\n", static_cast<unsigned long long>(wrong));
     rc = 2;

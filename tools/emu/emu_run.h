@@ -23,9 +23,13 @@ struct RunOptions {
   std::string json_path;
   std::string plot_path;
   bool keep_logs = false;
-  // Aggregation tree (docs/tree.md): server 0 is the root, the others are leaves forwarding to it,
-  // and worker w talks only to leaf 1 + w mod (servers - 1).
+  // Aggregation tree (docs/tree.md) of tree_depth levels (tools/emu/tree_layout.h): server 0 is
+  // the root; each worker talks only to its leaf.
   bool tree = false;
+  int tree_depth = 2;
+  // After the timed runs, every datatype x op once through the servers at the smallest size, each
+  // result checked (the timed runs use float32 sum).
+  bool check_types = false;
   bool verbose = false;
 };
 
