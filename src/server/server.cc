@@ -31,6 +31,11 @@ using transport::OutMessage;
 
 // Per-connection state. A connection is one rank of one job once it has said hello.
 struct ConnState {
+  // Where the chunk now arriving lands. A transport that receives straight into memory (ofi) may
+  // go on writing there after the job fails and frees its slots, until the message completes or
+  // the connection is destroyed; so the buffer is held here, and declared before `conn` so that
+  // it outlives the connection.
+  std::shared_ptr<uint8_t> rx_dst;
   std::unique_ptr<Connection> conn;
   std::shared_ptr<Job> job;
   uint32_t rank = 0;
@@ -275,6 +280,7 @@ class Server::Impl : public transport::MessageHandler {
   Status OnMessageComplete(Connection& c) override {
     auto* cs = static_cast<ConnState*>(c.user_data);
     if (cs->upstream_of) return OnUpstreamComplete(cs);
+    cs->rx_dst.reset();  // the payload has landed: the transport writes there no more
     if (!cs->rx_chunk) return Status::Ok();
     cs->rx_chunk = false;
     Job* job = cs->job.get();
@@ -779,6 +785,7 @@ class Server::Impl : public transport::MessageHandler {
     }
     ++job->open_chunks[cs->rank];
     slot.contribs[idx] = buf;
+    cs->rx_dst = buf;
     *payload_dst = buf.get();
     if (cs->trace_track != 0) cs->rx_start_us = observe::TraceNowUs();
     cs->rx_chunk = true;
