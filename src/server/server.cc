@@ -21,6 +21,7 @@
 #include "server/server_metrics.h"
 #include "server/tree_math.h"
 #include "transport/kind.h"
+#include "transport/ofi/listener.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
 
@@ -140,7 +141,7 @@ class Server::Impl : public transport::MessageHandler {
           "on a network you trust",
           opts_.listen.host));
     }
-    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
+    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_, opts_.ofi_provider));
     port_ = listener_->port();
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
@@ -151,8 +152,12 @@ class Server::Impl : public transport::MessageHandler {
       workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
       OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
     }
-    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_,
-               transport::KindName(opts_.transport), threads, threads == 1 ? "" : "s");
+    std::string over = transport::KindName(opts_.transport);
+    if (const auto* fl = dynamic_cast<const transport::ofi::FabricListener*>(listener_.get())) {
+      over += " (provider " + fl->fabric().provider() + ")";
+    }
+    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_, over, threads,
+               threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
