@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "server/server.h"
 #include "tools/commands.h"
 #include "tools/config_flags.h"
+#include "transport/ofi/fabric.h"
 
 namespace optcast::tools {
 
@@ -41,7 +43,8 @@ struct Flags {
   std::string upstream;
   std::string topology;
   std::string name;
-  std::string transport;  // empty: OPTCAST_TRANSPORT, else tcp
+  std::string transport;     // empty: OPTCAST_TRANSPORT, else tcp
+  std::string ofi_provider;  // empty: OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic
 };
 
 // Checks shared by the command line and the configuration file, so both name the same problem.
@@ -71,6 +74,34 @@ const CLI::Validator kLogLevel(
       return "'" + v + "' is not a log level; use trace, debug, info, warn, error or off";
     },
     "LEVEL");
+
+// A libfabric provider name ("tcp", "tcp;ofi_rxm", "efa"): each part must be a provider that
+// libfabric offers on this machine, so that a typo is named here rather than at the first client.
+const CLI::Validator kOfiProvider(
+    [](std::string& v) {
+      std::vector<std::string> parts;
+      for (const std::string& name : transport::ofi::AvailableProviders()) {
+        size_t start = 0;
+        for (size_t semi; (semi = name.find(';', start)) != std::string::npos; start = semi + 1) {
+          parts.push_back(name.substr(start, semi - start));
+        }
+        parts.push_back(name.substr(start));
+      }
+      size_t start = 0;
+      for (;;) {
+        const size_t semi = v.find(';', start);
+        const std::string part = v.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+        if (std::find(parts.begin(), parts.end(), part) == parts.end()) {
+          std::sort(parts.begin(), parts.end());
+          parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+          return fmt::format("'{}' is not a libfabric provider on this machine; available: {} (e.g. 'tcp;ofi_rxm')",
+                             part, parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", ")));
+        }
+        if (semi == std::string::npos) return std::string();
+        start = semi + 1;
+      }
+    },
+    "PROVIDER");
 
 int Fail(int code, const Status& st) {
   std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
@@ -140,6 +171,11 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   } else {
     OPTCAST_RETURN_IF_ERROR(transport::ParseKind(f.transport, "--transport", &opts->transport));
   }
+  if (!f.ofi_provider.empty() && opts->transport != transport::Kind::kOfi) {
+    return InvalidArgument("--ofi-provider (ofi-provider: in a config file) '" + f.ofi_provider +
+                           "' applies to the ofi transport only; add --transport ofi (transport: ofi), or remove it");
+  }
+  opts->ofi_provider = f.ofi_provider;
   return TreeOptions(f, opts);
 }
 
@@ -165,6 +201,10 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "What carries the protocol: tcp (built in) or ofi (libfabric; provider from OPTCAST_OFI_PROVIDER "
                   "or FI_PROVIDER, else efa, verbs or tcp). Default: OPTCAST_TRANSPORT, else tcp")
       ->check(CLI::IsMember({"tcp", "ofi"}));
+  cmd->add_option("--ofi-provider", flags->ofi_provider,
+                  "The libfabric provider for --transport ofi, e.g. 'tcp;ofi_rxm', 'verbs;ofi_rxm', 'efa' (default: "
+                  "OPTCAST_OFI_PROVIDER, else FI_PROVIDER, else efa, verbs or tcp); clients must use the same")
+      ->check(kOfiProvider);
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str()
       ->check(kByteSize);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nccl/collnet.h"
+#include "nccl/device_properties.h"
 #include "nccl/forward.h"
 #include "nccl/interfaces.h"
 #include "nccl/logging.h"
@@ -75,14 +76,16 @@ ncclResult_t FillProperties(int dev, bool coll, Props* props) {
     OPTCAST_NCCL_WARN("getProperties for device {}, but there are {} devices", dev, devices.size());
     return ncclInvalidArgument;
   }
-  const NetInterface& itf = devices[dev];
+  const DeviceProperties& d = PropertiesOf(static_cast<size_t>(dev));
   std::memset(props, 0, sizeof(*props));
-  // CollNet device 0 is net device 0: the same name makes NCCL treat them as one NIC.
-  props->name = const_cast<char*>(itf.name.c_str());
-  props->pciPath = itf.pci_path.empty() ? nullptr : const_cast<char*>(itf.pci_path.c_str());
-  props->guid = Guid(itf.name);
-  props->ptrSupport = kPtrHost;  // no GPU-direct: NCCL stages GPU buffers through host memory
-  props->speed = itf.speed_mbps;
+  // CollNet device 0 is net device 0: the same name and PCI path make NCCL treat them as one NIC.
+  props->name = const_cast<char*>(d.name.c_str());
+  props->pciPath = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
+  props->guid = Guid(d.name);
+  // Host memory, plus device memory where the fabric moves it (FI_HMEM); otherwise NCCL stages
+  // GPU buffers through host memory.
+  props->ptrSupport = d.ptr_support;
+  props->speed = d.speed_mbps;
   props->port = 0;
   props->latency = 0;
   props->maxComms = kMaxComms;

@@ -21,6 +21,7 @@
 #include "server/server_metrics.h"
 #include "server/tree_math.h"
 #include "transport/kind.h"
+#include "transport/ofi/listener.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/poller.h"
 
@@ -31,6 +32,11 @@ using transport::OutMessage;
 
 // Per-connection state. A connection is one rank of one job once it has said hello.
 struct ConnState {
+  // Where the chunk now arriving lands. A transport that receives straight into memory (ofi) may
+  // go on writing there after the job fails and frees its slots, until the message completes or
+  // the connection is destroyed; so the buffer is held here, and declared before `conn` so that
+  // it outlives the connection.
+  std::shared_ptr<uint8_t> rx_dst;
   std::unique_ptr<Connection> conn;
   std::shared_ptr<Job> job;
   uint32_t rank = 0;
@@ -153,7 +159,7 @@ class Server::Impl : public transport::MessageHandler {
           opts_.listen.host));
     }
     if (opts_.upstream) OPTCAST_RETURN_IF_ERROR(ResolveParent(*opts_.upstream, &parent_addrs_));
-    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
+    OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_, opts_.ofi_provider));
     port_ = listener_->port();
     OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
     OPTCAST_RETURN_IF_ERROR(poller_.Add(waker_.fd(), &waker_, true, false));
@@ -164,8 +170,12 @@ class Server::Impl : public transport::MessageHandler {
       workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
       OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
     }
-    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_,
-               transport::KindName(opts_.transport), threads, threads == 1 ? "" : "s");
+    std::string over = transport::KindName(opts_.transport);
+    if (const auto* fl = dynamic_cast<const transport::ofi::FabricListener*>(listener_.get())) {
+      over += " (provider " + fl->fabric().provider() + ")";
+    }
+    Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_, over, threads,
+               threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {
       Log().warn("no secret configured: hellos are not authenticated{}",
                  transport::IsLoopbackHost(opts_.listen.host) ? " (listening on loopback only)"
@@ -293,6 +303,7 @@ class Server::Impl : public transport::MessageHandler {
   Status OnMessageComplete(Connection& c) override {
     auto* cs = static_cast<ConnState*>(c.user_data);
     if (cs->upstream_of) return OnUpstreamComplete(cs);
+    cs->rx_dst.reset();  // the payload has landed: the transport writes there no more
     if (!cs->rx_chunk) return Status::Ok();
     cs->rx_chunk = false;
     Job* job = cs->job.get();
@@ -810,6 +821,7 @@ class Server::Impl : public transport::MessageHandler {
     }
     ++job->open_chunks[cs->rank];
     slot.contribs[idx] = buf;
+    cs->rx_dst = buf;
     *payload_dst = buf.get();
     if (cs->trace_track != 0) cs->rx_start_us = observe::TraceNowUs();
     cs->rx_chunk = true;

@@ -22,6 +22,9 @@ struct ServerOptions {
   transport::Endpoint listen{"0.0.0.0", 8918};
   // What carries the protocol: the built-in TCP streams or libfabric (docs/transports.md).
   transport::Kind transport = transport::Kind::kTcp;
+  // The libfabric provider when `transport` is ofi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else
+  // automatic).
+  std::string ofi_provider;
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};
   // A connection that has not said hello within this long is dropped.

@@ -25,8 +25,8 @@ Status KindFromEnvironment(Kind fallback, Kind* out) {
   return Status::Ok();
 }
 
-Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out) {
-  if (kind == Kind::kOfi) return ofi::FabricListener::Open(ep, out);
+Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider) {
+  if (kind == Kind::kOfi) return ofi::FabricListener::Open(ep, ofi_provider, out);
   return tcp::StreamListener::Open(ep, out);
 }
 

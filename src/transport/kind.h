@@ -21,8 +21,9 @@ Status ParseKind(const std::string& text, const std::string& what, Kind* out);
 // OPTCAST_TRANSPORT, or `fallback` when it is unset.
 Status KindFromEnvironment(Kind fallback, Kind* out);
 
-// Listens on `ep` (port 0 picks one) with the given transport.
-Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out);
+// Listens on `ep` (port 0 picks one) with the given transport. `ofi_provider` picks the libfabric
+// provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic).
+Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider = "");
 // Connects to a server listening with the same transport, retrying refused attempts until
 // `deadline`. The connection is non-blocking and ready for Send/ReadAvailable.
 Status Dial(Kind kind, const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);

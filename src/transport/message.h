@@ -63,7 +63,10 @@ class MessageHandler {
  public:
   virtual ~MessageHandler() = default;
   // The meta of a message has arrived. Point *payload_dst at payload_len writable bytes (ignored
-  // when payload_len is 0). An error closes the connection with that status.
+  // when payload_len is 0). An error closes the connection with that status. The bytes must stay
+  // writable until OnMessageComplete or the connection's destruction, even if the owner stops
+  // reading (DiscardAvailable): a transport that receives straight into them (ofi) has the
+  // receive posted and cannot take it back.
   virtual Status OnMessageMeta(Connection& conn, std::span<const uint8_t> meta, uint64_t payload_len,
                                uint8_t** payload_dst) = 0;
   // The payload has fully landed at *payload_dst.

@@ -21,8 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "nccl/device_properties.h"
 #include "plugin_harness.h"
 #include "reduce/half.h"
+#include "transport/kind.h"
 
 namespace optcast::nccl::test {
 namespace {
@@ -204,6 +206,44 @@ void AllReduceOnGroup(Group& g, const ReduceCase& c, size_t count, int pieces) {
   });
 }
 
+// The fabric's device wins where libfabric knows it; the interface fills in what it does not.
+TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
+  NetInterface itf;
+  itf.name = "eth0";
+  itf.pci_path = "/sys/devices/pci0000:00/0000:00:03.0";
+  itf.speed_mbps = 25000;
+  DeviceProperties plain = DescribeDevice(itf, std::nullopt);
+  EXPECT_EQ(plain.name, "eth0");
+  EXPECT_EQ(plain.pci_path, itf.pci_path);
+  EXPECT_EQ(plain.speed_mbps, 25000);
+  EXPECT_EQ(plain.ptr_support, kPtrHost);
+
+  transport::ofi::DeviceInfo efa;
+  efa.provider = "efa";
+  efa.name = "rdmap16s27";
+  efa.pci_path = "/sys/bus/pci/devices/0000:10:1b.0";
+  efa.speed_mbps = 100000;
+  efa.hmem = true;
+  DeviceProperties e = DescribeDevice(itf, efa);
+  EXPECT_EQ(e.name, "rdmap16s27");
+  EXPECT_EQ(e.pci_path, "/sys/bus/pci/devices/0000:10:1b.0");
+  EXPECT_EQ(e.speed_mbps, 100000);
+  EXPECT_EQ(e.ptr_support, kPtrHost | kPtrCuda);
+
+  // tcp;ofi_rxm on loopback: a name, no PCI device, no speed, no device memory.
+  itf.name = "lo";
+  itf.pci_path.clear();
+  itf.speed_mbps = 10000;
+  transport::ofi::DeviceInfo tcp;
+  tcp.provider = "tcp;ofi_rxm";
+  tcp.name = "lo";
+  DeviceProperties t = DescribeDevice(itf, tcp);
+  EXPECT_EQ(t.name, "lo");
+  EXPECT_EQ(t.pci_path, "");
+  EXPECT_EQ(t.speed_mbps, 10000);
+  EXPECT_EQ(t.ptr_support, kPtrHost);
+}
+
 TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   auto* cn = CollV11();
   void* ctx = nullptr;
@@ -215,7 +255,23 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   ASSERT_EQ(cn->getProperties(0, &p), ncclSuccess);
   ASSERT_NE(p.name, nullptr);
   EXPECT_GT(std::strlen(p.name), 0u);
-  EXPECT_EQ(p.ptrSupport, kPtrHost);
+  transport::Kind kind = transport::Kind::kTcp;
+  ASSERT_TRUE(transport::KindFromEnvironment(transport::Kind::kTcp, &kind).ok());
+  const NetInterface& itf = Devices().at(0);
+  if (kind == transport::Kind::kOfi) {
+    // The fabric device as libfabric itself describes it, the interface's values where it is silent.
+    std::shared_ptr<transport::ofi::Fabric> fabric;
+    ASSERT_TRUE(transport::ofi::Fabric::Open(transport::ofi::RequestedProvider(), itf.address, &fabric).ok());
+    const transport::ofi::DeviceInfo dev = fabric->device();
+    EXPECT_STREQ(p.name, dev.name.c_str());
+    const std::string pci = dev.pci_path.empty() ? itf.pci_path : dev.pci_path;
+    EXPECT_EQ(p.pciPath == nullptr ? std::string() : std::string(p.pciPath), pci);
+    EXPECT_EQ(p.speed, dev.speed_mbps > 0 ? dev.speed_mbps : itf.speed_mbps);
+    EXPECT_EQ(p.ptrSupport, dev.hmem ? (kPtrHost | kPtrCuda) : kPtrHost) << "provider " << dev.provider;
+  } else {
+    EXPECT_STREQ(p.name, itf.name.c_str());
+    EXPECT_EQ(p.ptrSupport, kPtrHost);
+  }
   EXPECT_GT(p.maxCollBytes, 0u);
   EXPECT_LE(p.maxCollBytes, kMaxNetSizeBytes);
   EXPECT_GT(p.speed, 0);
@@ -227,6 +283,10 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   ncclNetProperties_v11_t np{};
   ASSERT_EQ(net->getProperties(0, &np), ncclSuccess);
   EXPECT_STREQ(p.name, np.name);
+  EXPECT_EQ(p.pciPath == nullptr, np.pciPath == nullptr);
+  if (p.pciPath != nullptr && np.pciPath != nullptr) EXPECT_STREQ(p.pciPath, np.pciPath);
+  EXPECT_EQ(p.speed, np.speed);
+  EXPECT_EQ(p.ptrSupport, np.ptrSupport);
   EXPECT_EQ(p.guid, np.guid);
   EXPECT_NE(cn->getProperties(1, &p), ncclSuccess);
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -165,22 +166,143 @@ TEST(OfiTransport, MemoryIsRegisteredOncePerRegionAndReused) {
   fid_mr* first = nullptr;
   fid_mr* again = nullptr;
   fid_mr* inside = nullptr;
-  ASSERT_TRUE(cache.Lookup(buf.data(), buf.size(), &first).ok());
+  ASSERT_TRUE(cache.Acquire(buf.data(), buf.size(), &first).ok());
   const uint64_t after_first = cache.registrations();
-  ASSERT_TRUE(cache.Lookup(buf.data(), buf.size(), &again).ok());
-  ASSERT_TRUE(cache.Lookup(buf.data() + 4096, 1000, &inside).ok());
+  ASSERT_TRUE(cache.Acquire(buf.data(), buf.size(), &again).ok());
+  ASSERT_TRUE(cache.Acquire(buf.data() + 4096, 1000, &inside).ok());
   EXPECT_EQ(cache.registrations(), after_first);
   EXPECT_EQ(first, again);
   EXPECT_EQ(first, inside);
   std::vector<uint8_t> other(4096);
   fid_mr* second = nullptr;
-  Status st = cache.Lookup(other.data(), other.size(), &second);
+  Status st = cache.Acquire(other.data(), other.size(), &second);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(cache.registrations(), after_first + 1);
   EXPECT_NE(second, first);
+  cache.Release(second);
   cache.Deregister(other.data(), other.size());
-  ASSERT_TRUE(cache.Lookup(other.data(), other.size(), &second).ok());
+  ASSERT_TRUE(cache.Acquire(other.data(), other.size(), &second).ok());
   EXPECT_EQ(cache.registrations(), after_first + 2);
+  for (fid_mr* m : {first, again, inside, second}) cache.Release(m);
+  EXPECT_EQ(cache.held(), 0u);
+}
+
+// Page-aligned buffers of `pages` pages each, so that every one is a registration of its own.
+struct PageBuffers {
+  explicit PageBuffers(size_t n, size_t pages = 1) : page(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+    memory.resize((n * (pages + 1) + 1) * page);
+    auto base = (reinterpret_cast<uintptr_t>(memory.data()) + page - 1) & ~(page - 1);
+    // A page of gap after each, so that neighbours never share a page.
+    for (size_t i = 0; i < n; ++i) at.push_back(reinterpret_cast<uint8_t*>(base + i * (pages + 1) * page));
+    len = pages * page;
+  }
+  size_t page;
+  size_t len;
+  std::vector<uint8_t> memory;
+  std::vector<uint8_t*> at;
+};
+
+TEST(OfiTransport, TheRegistrationCacheEvictsTheLeastRecentlyUsedPastItsEntryLimit) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
+  ofi::MrCache cache(fabric->domain(), ofi::MrCache::Limits{0, 2});
+  PageBuffers b(3);
+  fid_mr* mr = nullptr;
+  for (int i : {0, 1}) {
+    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok());
+    cache.Release(mr);
+  }
+  // Buffer 0 used again: buffer 1 is now the least recently used.
+  ASSERT_TRUE(cache.Acquire(b.at[0], b.len, &mr).ok());
+  cache.Release(mr);
+  EXPECT_EQ(cache.registrations(), 2u);
+  ASSERT_TRUE(cache.Acquire(b.at[2], b.len, &mr).ok());
+  cache.Release(mr);
+  EXPECT_EQ(cache.registrations(), 3u);
+  EXPECT_EQ(cache.regions(), 2u);
+  // 0 and 2 are still cached; 1 was evicted and is registered anew.
+  for (int i : {0, 2}) {
+    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok());
+    cache.Release(mr);
+  }
+  EXPECT_EQ(cache.registrations(), 3u);
+  ASSERT_TRUE(cache.Acquire(b.at[1], b.len, &mr).ok());
+  cache.Release(mr);
+  EXPECT_EQ(cache.registrations(), 4u);
+  EXPECT_EQ(cache.regions(), 2u);
+}
+
+TEST(OfiTransport, TheRegistrationCacheKeepsItsBytesWithinTheLimit) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
+  PageBuffers b(4, 4);
+  ofi::MrCache cache(fabric->domain(), ofi::MrCache::Limits{2 * b.len, 0});
+  fid_mr* mr = nullptr;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok());
+    cache.Release(mr);
+    EXPECT_LE(cache.bytes(), 2 * b.len);
+  }
+  EXPECT_EQ(cache.regions(), 2u);
+  // The two most recent stay.
+  ASSERT_TRUE(cache.Acquire(b.at[3], b.len, &mr).ok());
+  cache.Release(mr);
+  EXPECT_EQ(cache.registrations(), 4u);
+}
+
+TEST(OfiTransport, HeldRegistrationsAreNeverEvicted) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
+  ofi::MrCache cache(fabric->domain(), ofi::MrCache::Limits{0, 1});
+  PageBuffers b(3);
+  fid_mr* held[3] = {};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &held[i]).ok());
+  // Over the limit, but every one is held (in flight, or registered by the plugin): all stay,
+  // and each is still found instead of registered again.
+  EXPECT_EQ(cache.regions(), 3u);
+  EXPECT_EQ(cache.held(), 3u);
+  fid_mr* again = nullptr;
+  ASSERT_TRUE(cache.Acquire(b.at[1], b.len, &again).ok());
+  EXPECT_EQ(again, held[1]);
+  EXPECT_EQ(cache.registrations(), 3u);
+  cache.Release(again);
+  // Released ones go as soon as they are free, down to the limit.
+  cache.Release(held[0]);
+  EXPECT_EQ(cache.regions(), 2u);
+  cache.Release(held[1]);
+  EXPECT_EQ(cache.regions(), 1u);
+  cache.Release(held[2]);
+  EXPECT_EQ(cache.regions(), 1u);
+  EXPECT_EQ(cache.held(), 0u);
+  // A registration deregistered while held closes when it is released, not before.
+  ASSERT_TRUE(cache.Acquire(b.at[2], b.len, &again).ok());
+  EXPECT_EQ(again, held[2]);
+  cache.Deregister(b.at[2], b.len);
+  EXPECT_EQ(cache.regions(), 1u);
+  cache.Release(again);
+  EXPECT_EQ(cache.regions(), 0u);
+}
+
+TEST(OfiTransport, TheRegistrationCacheLimitsComeFromTheEnvironment) {
+  ::setenv("OPTCAST_OFI_MR_CACHE_BYTES", "64M", 1);
+  ::setenv("OPTCAST_OFI_MR_CACHE_ENTRIES", "7", 1);
+  ofi::MrCache::Limits limits;
+  ASSERT_TRUE(ofi::MrCache::LimitsFromEnvironment(&limits).ok());
+  EXPECT_EQ(limits.max_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(limits.max_entries, 7u);
+  ::setenv("OPTCAST_OFI_MR_CACHE_BYTES", "lots", 1);
+  std::shared_ptr<ofi::Fabric> fabric;
+  Status st = ofi::Fabric::Open("", "127.0.0.1", &fabric);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("OPTCAST_OFI_MR_CACHE_BYTES='lots'"), std::string::npos) << st.message();
+  ::unsetenv("OPTCAST_OFI_MR_CACHE_BYTES");
+  ::setenv("OPTCAST_OFI_MR_CACHE_ENTRIES", "-1", 1);
+  st = ofi::Fabric::Open("", "127.0.0.1", &fabric);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("OPTCAST_OFI_MR_CACHE_ENTRIES"), std::string::npos) << st.message();
+  ::unsetenv("OPTCAST_OFI_MR_CACHE_ENTRIES");
+  ASSERT_TRUE(ofi::MrCache::LimitsFromEnvironment(&limits).ok());
+  EXPECT_EQ(limits.max_bytes, ofi::MrCache::Limits{}.max_bytes);
 }
 
 TEST(OfiTransport, AMissingProviderIsRefusedListingTheAvailableOnes) {

@@ -50,6 +50,10 @@ TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason)
       {"\nmetrics-listen: nowhere:port\n", ":2: bad value for 'metrics-listen'"},
       {"listen: [a, b]\n", ":1: 'listen' takes one value, not a list"},
       {"config: other.yaml\n", ":1: unknown key 'config'"},
+      {"transport: udp\n", ":1: bad value for 'transport'"},
+      {"transport: ofi\nofi_provider: nosuch\n",
+       ":2: bad value for 'ofi_provider': 'nosuch' is not a libfabric provider on this machine; available: "},
+      {"ofi-provider: tcp;nosuch\n", ":1: bad value for 'ofi-provider': 'nosuch' is not a libfabric provider"},
   };
   for (const BadConfig& c : cases) {
     const std::string path = Write(dir_ / "bad.yaml", c.yaml);
@@ -107,6 +111,46 @@ TEST_F(ServerCommandTest, ConfigFileSetsFlagsMetricsAreScrapedAndTheTraceIsWritt
     if (e["name"] == "process_name") named = e["args"]["name"] == "optcast server :" + std::to_string(port);
   }
   EXPECT_TRUE(named) << t.dump();
+}
+
+// `transport:` and `ofi_provider:` pick what carries the protocol; the command line wins over both.
+TEST_F(ServerCommandTest, ConfigPicksTheTransportAndProviderAndFlagsWin) {
+  const std::string ofi = Write(dir_ / "ofi.yaml",
+                                "listen: 127.0.0.1:0\n"
+                                "transport: ofi\n"
+                                "ofi_provider: tcp;ofi_rxm\n");
+  {
+    Process p({Bin(), "server", "--config", ofi, "--log-level", "info"});
+    uint16_t port = 0;
+    ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
+    EXPECT_NE(p.err().find("over ofi (provider tcp;ofi_rxm)"), std::string::npos) << p.err();
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
+  }
+  {
+    Process p({Bin(), "server", "--config", ofi, "--log-level", "info", "--transport", "tcp"});
+    // --transport tcp wins, and then the file's provider has nothing to apply to: a clear refusal.
+    EXPECT_EQ(p.Wait(milliseconds(10000)), 2) << p.err();
+    EXPECT_NE(p.err().find("applies to the ofi transport only"), std::string::npos) << p.err();
+  }
+  {
+    // The flag's provider wins over the file's (udp gets its reliable datagrams from ofi_rxd).
+    Process p({Bin(), "server", "--config", ofi, "--log-level", "info", "--ofi-provider", "udp"});
+    uint16_t port = 0;
+    ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
+    EXPECT_NE(p.err().find("over ofi (provider udp"), std::string::npos) << p.err();
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
+  }
+  const std::string tcp = Write(dir_ / "tcp.yaml",
+                                "listen: 127.0.0.1:0\n"
+                                "transport: tcp\n");
+  Process p({Bin(), "server", "--config", tcp, "--log-level", "info", "--transport", "ofi"});
+  uint16_t port = 0;
+  ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
+  EXPECT_NE(p.err().find("over ofi"), std::string::npos) << p.err();
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
 }
 
 TEST_F(ServerCommandTest, ShippedExampleConfigLoads) {

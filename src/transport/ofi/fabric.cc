@@ -116,6 +116,8 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
     return UnavailableError(what + " (" + fi_strerror(-rc) + "); available providers: " + Join(AvailableProviders()) +
                             "; choose one with OPTCAST_OFI_PROVIDER (e.g. OPTCAST_OFI_PROVIDER='tcp;ofi_rxm')");
   }
+  MrCache::Limits limits;
+  OPTCAST_RETURN_IF_ERROR(MrCache::LimitsFromEnvironment(&limits));
   std::shared_ptr<Fabric> f(new Fabric());
   f->info_ = fi_dupinfo(info);
   fi_freeinfo(info);
@@ -130,7 +132,7 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
   if (rc != 0) return UnavailableError("fi_fabric(" + f->provider_ + ") failed: " + fi_strerror(-rc));
   rc = fi_domain(f->fabric_, f->info_, &f->domain_, nullptr);
   if (rc != 0) return UnavailableError("fi_domain(" + f->provider_ + ") failed: " + fi_strerror(-rc));
-  f->mr_cache_ = std::make_unique<MrCache>(f->domain_);
+  f->mr_cache_ = std::make_unique<MrCache>(f->domain_, limits);
   *out = std::move(f);
   return Status::Ok();
 }
@@ -142,12 +144,12 @@ Fabric::~Fabric() {
   if (info_ != nullptr) fi_freeinfo(info_);
 }
 
-Status Fabric::Descriptor(const void* p, size_t n, void** desc) {
+Status Fabric::Acquire(const void* p, size_t n, void** desc, fid_mr** held) {
   *desc = nullptr;
+  *held = nullptr;
   if (!local_mr_) return Status::Ok();
-  fid_mr* mr = nullptr;
-  OPTCAST_RETURN_IF_ERROR(mr_cache_->Lookup(p, n, &mr));
-  *desc = fi_mr_desc(mr);
+  OPTCAST_RETURN_IF_ERROR(mr_cache_->Acquire(p, n, held));
+  *desc = fi_mr_desc(*held);
   return Status::Ok();
 }
 

@@ -48,9 +48,12 @@ class Fabric {
   const std::string& provider() const { return provider_; }
   // Sends and receives need registered memory and its descriptor (FI_MR_LOCAL).
   bool local_mr() const { return local_mr_; }
-  // The descriptor for [p, p+n): registered once per region and reused; null when the provider
-  // does not need one.
-  Status Descriptor(const void* p, size_t n, void** desc);
+  // The descriptor for [p, p+n) and the registration behind it, held until Release(*held):
+  // registered once per region and reused. Both null when the provider needs no registration.
+  Status Acquire(const void* p, size_t n, void** desc, fid_mr** held);
+  void Release(fid_mr* held) {
+    if (held != nullptr) mr_cache_->Release(held);
+  }
   MrCache& mr_cache() { return *mr_cache_; }
   DeviceInfo device() const;
 

@@ -82,8 +82,8 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, tcp::Socket contro
 
   send_slots_.resize(kSendSlots * kSlotBytes);
   recv_slots_.resize(kRecvSlots * kSlotBytes);
-  OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(send_slots_.data(), send_slots_.size(), &send_desc_));
-  OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(recv_slots_.data(), recv_slots_.size(), &recv_desc_));
+  OPTCAST_RETURN_IF_ERROR(fabric_->Acquire(send_slots_.data(), send_slots_.size(), &send_desc_, &send_mr_));
+  OPTCAST_RETURN_IF_ERROR(fabric_->Acquire(recv_slots_.data(), recv_slots_.size(), &recv_desc_, &recv_mr_));
   for (uint32_t i = kSendSlots; i > 0; --i) free_send_slots_.push_back(i - 1);
   recv_ops_.resize(kRecvSlots);
 
@@ -106,6 +106,13 @@ FabricConnection::~FabricConnection() {
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
+  // No operation is left to touch the memory: its registrations may go back to the cache.
+  if (fabric_ != nullptr) {
+    for (Posted& p : posted_) ReleasePosted(p);
+    ReleaseReceive();
+    fabric_->Release(send_mr_);
+    fabric_->Release(recv_mr_);
+  }
   if (epfd_ >= 0) close(epfd_);
   if (evfd_ >= 0) close(evfd_);
 }
@@ -163,6 +170,7 @@ Status FabricConnection::PollCompletions() {
     while (!posted_.empty() && posted_.front().left == 0 &&
            posted_.front().posted_segments == posted_.front().segments) {
       Posted& p = posted_.front();
+      ReleasePosted(p);
       if (p.msg.on_done) done_.push_back(std::move(p.msg.on_done));
       free_send_slots_.push_back(p.slot);
       posted_.pop_front();
@@ -175,15 +183,18 @@ Status FabricConnection::PostPayloadSegments(Posted* p) {
     const uint64_t off = static_cast<uint64_t>(p->posted_segments) * kMaxSegment;
     const uint64_t len = std::min<uint64_t>(kMaxSegment, p->msg.payload_len - off);
     void* desc = nullptr;
-    OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(p->msg.payload + off, len, &desc));
+    fid_mr* held = nullptr;
+    OPTCAST_RETURN_IF_ERROR(fabric_->Acquire(p->msg.payload + off, len, &desc, &held));
     Op& op = p->ops[1 + p->posted_segments];
     const ssize_t rc =
         fi_tsend(ep_, p->msg.payload + off, len, desc, peer_addr_, kPayloadTag | (p->number & kNumberMask), &op.ctx);
+    if (rc != 0) fabric_->Release(held);
     if (rc == -FI_EAGAIN) {
       send_blocked_ = true;
       return Status::Ok();
     }
     if (rc != 0) return UnavailableError("send to " + peer_ + " failed: " + FiError("fi_tsend", rc));
+    if (held != nullptr) p->held.push_back(held);
     ++p->posted_segments;
   }
   return Status::Ok();
@@ -268,6 +279,7 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
     if (rx_payload_) {
       if (rx_left_ > 0) return Status::Ok();
       rx_payload_ = false;
+      ReleaseReceive();
       OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
       continue;
     }
@@ -309,7 +321,9 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
       const uint64_t off = static_cast<uint64_t>(s) * kMaxSegment;
       const uint64_t len = std::min<uint64_t>(kMaxSegment, payload_len - off);
       void* desc = nullptr;
-      OPTCAST_RETURN_IF_ERROR(fabric_->Descriptor(dst + off, len, &desc));
+      fid_mr* held = nullptr;
+      OPTCAST_RETURN_IF_ERROR(fabric_->Acquire(dst + off, len, &desc, &held));
+      if (held != nullptr) rx_held_.push_back(held);
       rx_ops_[s].kind = OpKind::kRecvPayload;
       const Deadline give_up = Deadline::After(std::chrono::seconds(5));
       for (;;) {
@@ -383,12 +397,25 @@ void FabricConnection::BreakOff(const Status& why) {
     fi_close(&ep_->fid);
     ep_ = nullptr;
   }
+  // The endpoint is closed: no operation touches the payloads any more.
+  for (Posted& p : posted_) ReleasePosted(p);
+  ReleaseReceive();
   posted_.clear();
   queued_.clear();
   // Readable for good: the owner learns of the break on its next read.
   uint64_t one = 1;
   ssize_t r = write(evfd_, &one, sizeof(one));
   (void)r;
+}
+
+void FabricConnection::ReleasePosted(Posted& p) {
+  for (fid_mr* mr : p.held) fabric_->Release(mr);
+  p.held.clear();
+}
+
+void FabricConnection::ReleaseReceive() {
+  for (fid_mr* mr : rx_held_) fabric_->Release(mr);
+  rx_held_.clear();
 }
 
 void FabricConnection::DetachPayloads(const std::function<bool(uint64_t)>& pred) {

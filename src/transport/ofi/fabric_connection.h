@@ -73,6 +73,7 @@ class FabricConnection final : public Connection {
     uint32_t posted_segments = 0;
     uint32_t left = 0;  // completions still to come
     std::vector<Op> ops;
+    std::vector<fid_mr*> held;  // registrations of the payload, released when all complete
   };
   struct ReadyHead {
     uint32_t slot;
@@ -95,6 +96,9 @@ class FabricConnection final : public Connection {
   // Makes fd() readable again when work is waiting that the wait descriptor will not announce.
   void Rearm();
   void BreakOff(const Status& why);
+  // Releases the registrations of messages no operation can touch any more.
+  void ReleasePosted(Posted& p);
+  void ReleaseReceive();
   void DrainEventFd();
 
   std::shared_ptr<Fabric> fabric_;
@@ -118,6 +122,8 @@ class FabricConnection final : public Connection {
   std::vector<uint8_t> recv_slots_;
   void* send_desc_ = nullptr;
   void* recv_desc_ = nullptr;
+  fid_mr* send_mr_ = nullptr;  // held for the connection's life
+  fid_mr* recv_mr_ = nullptr;
   std::vector<uint32_t> free_send_slots_;
   std::vector<Op> recv_ops_;
 
@@ -131,6 +137,7 @@ class FabricConnection final : public Connection {
   bool rx_payload_ = false;  // a payload is being received
   uint32_t rx_left_ = 0;     // its segments still to complete
   std::vector<Op> rx_ops_;
+  std::vector<fid_mr*> rx_held_;  // registrations of the payload being received
 };
 
 }  // namespace optcast::transport::ofi

@@ -94,10 +94,11 @@ std::string LocalHostToward(const std::string& host) {
 
 }  // namespace
 
-Status FabricListener::Open(const Endpoint& ep, std::unique_ptr<Listener>* out) {
+Status FabricListener::Open(const Endpoint& ep, const std::string& provider, std::unique_ptr<Listener>* out) {
   auto l = std::make_unique<FabricListener>();
   const bool wildcard = ep.host == "0.0.0.0" || ep.host == "::" || ep.host.empty();
-  OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), wildcard ? "" : ep.host, &l->fabric_));
+  OPTCAST_RETURN_IF_ERROR(
+      Fabric::Open(provider.empty() ? RequestedProvider() : provider, wildcard ? "" : ep.host, &l->fabric_));
   OPTCAST_RETURN_IF_ERROR(tcp::Listen(ep, &l->socket_));
   OPTCAST_RETURN_IF_ERROR(tcp::SetNonBlocking(l->socket_.fd(), true));
   OPTCAST_RETURN_IF_ERROR(tcp::LocalPort(l->socket_, &l->port_));

@@ -25,7 +25,8 @@ inline constexpr uint32_t kAddressMagic = 0x4241464f;  // "OFAB"
 // addresses have not fully arrived, so that a slow client never holds up the server's loop.
 class FabricListener final : public Listener {
  public:
-  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out);
+  // `provider` "" takes RequestedProvider().
+  static Status Open(const Endpoint& ep, const std::string& provider, std::unique_ptr<Listener>* out);
   ~FabricListener() override;
   int fd() const override { return epfd_; }
   uint16_t port() const override { return port_; }

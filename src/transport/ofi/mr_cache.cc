@@ -7,20 +7,49 @@
 #include <iterator>
 #include <string>
 
+#include "common/env.h"
+
 namespace optcast::transport::ofi {
 
-MrCache::~MrCache() {
-  for (auto& [base, r] : regions_) fi_close(&r.mr->fid);
-  for (fid_mr* m : retired_) fi_close(&m->fid);
+Status MrCache::LimitsFromEnvironment(Limits* out) {
+  *out = Limits{};
+  if (auto v = GetEnv("OPTCAST_OFI_MR_CACHE_BYTES"); v && !v->empty()) {
+    auto bytes = ParseByteSize(*v);
+    if (!bytes) {
+      return InvalidArgument("OPTCAST_OFI_MR_CACHE_BYTES='" + *v +
+                             "' is not a size; write one such as 8G or 512M (0: no limit)");
+    }
+    out->max_bytes = *bytes;
+  }
+  int64_t entries = 0;
+  OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_OFI_MR_CACHE_ENTRIES", static_cast<int64_t>(out->max_entries), &entries));
+  if (entries < 0) {
+    return InvalidArgument("OPTCAST_OFI_MR_CACHE_ENTRIES=" + std::to_string(entries) +
+                           " is negative; give a number of registrations (0: no limit)");
+  }
+  out->max_entries = static_cast<size_t>(entries);
+  return Status::Ok();
 }
 
-Status MrCache::Lookup(const void* p, size_t n, fid_mr** mr) {
+MrCache::~MrCache() {
+  // Every connection of the domain is closed by now, so nothing is in flight on any of these.
+  for (auto& [mr, r] : by_mr_) fi_close(&mr->fid);
+}
+
+size_t MrCache::held() const {
+  size_t n = 0;
+  for (const auto& [mr, r] : by_mr_) n += r->holders > 0 ? 1 : 0;
+  return n;
+}
+
+Status MrCache::Acquire(const void* p, size_t n, fid_mr** mr) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  auto it = regions_.upper_bound(a);
-  if (it != regions_.begin()) {
-    --it;
-    if (a + n <= it->first + it->second.len) {
-      *mr = it->second.mr;
+  auto it = cached_.upper_bound(a);
+  if (it != cached_.begin()) {
+    Region* r = std::prev(it)->second;
+    if (a + n <= r->base + r->len) {
+      if (r->holders++ == 0) idle_.erase(r->idle);
+      *mr = r->mr;
       return Status::Ok();
     }
   }
@@ -33,30 +62,87 @@ Status MrCache::Lookup(const void* p, size_t n, fid_mr** mr) {
                            /*requested_key=*/next_key_++, 0, &m, nullptr);
   if (rc != 0) {
     return InternalError("fi_mr_reg of " + std::to_string(end - begin) + " bytes failed: " + fi_strerror(-rc) +
-                         "; the locked-memory limit (ulimit -l) may be too low");
+                         "; the locked-memory limit (ulimit -l) may be too low, or lower "
+                         "OPTCAST_OFI_MR_CACHE_BYTES");
   }
   ++registrations_;
-  auto [slot, fresh] = regions_.try_emplace(begin, Region{end - begin, m});
+  auto region = std::make_unique<Region>();
+  Region* r = region.get();
+  r->base = begin;
+  r->len = end - begin;
+  r->mr = m;
+  r->holders = 1;
+  by_mr_.emplace(m, std::move(region));
+  bytes_ += r->len;
+  auto [slot, fresh] = cached_.try_emplace(begin, r);
   if (!fresh) {
-    // A longer region from the same page: the shorter one may still be in use by an operation
-    // in flight, so it is closed only with the cache.
-    retired_.push_back(slot->second.mr);
-    slot->second = Region{end - begin, m};
+    // A longer region from the same page replaces the shorter one, which may still be held.
+    Region* old = slot->second;
+    slot->second = r;
+    old->cached = false;
+    if (old->holders == 0) {
+      idle_.erase(old->idle);
+      Close(old);
+    }
   }
+  Evict();
   *mr = m;
   return Status::Ok();
 }
 
+void MrCache::Release(fid_mr* mr) {
+  auto it = by_mr_.find(mr);
+  if (it == by_mr_.end() || it->second->holders == 0) return;
+  Region* r = it->second.get();
+  if (--r->holders > 0) return;
+  if (!r->cached) {
+    Close(r);
+    return;
+  }
+  MakeIdle(r);
+  Evict();
+}
+
 void MrCache::Deregister(const void* p, size_t n) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  auto it = regions_.upper_bound(a);
-  if (it != regions_.begin()) {
+  auto it = cached_.upper_bound(a);
+  if (it != cached_.begin()) {
     auto prev = std::prev(it);
-    if (prev->first + prev->second.len > a) it = prev;
+    if (prev->second->base + prev->second->len > a) it = prev;
   }
-  while (it != regions_.end() && it->first < a + n) {
-    fi_close(&it->second.mr->fid);
-    it = regions_.erase(it);
+  while (it != cached_.end() && it->first < a + n) {
+    Region* r = it->second;
+    it = cached_.erase(it);
+    r->cached = false;
+    if (r->holders == 0) {
+      idle_.erase(r->idle);
+      Close(r);
+    }
+  }
+}
+
+void MrCache::MakeIdle(Region* r) { r->idle = idle_.insert(idle_.end(), r); }
+
+void MrCache::Close(Region* r) {
+  if (r->cached) {
+    auto c = cached_.find(r->base);
+    if (c != cached_.end() && c->second == r) cached_.erase(c);
+  }
+  bytes_ -= r->len;
+  fid_mr* mr = r->mr;
+  fi_close(&mr->fid);
+  by_mr_.erase(mr);  // frees r
+}
+
+void MrCache::Evict() {
+  auto over = [&] {
+    return (limits_.max_bytes > 0 && bytes_ > limits_.max_bytes) ||
+           (limits_.max_entries > 0 && by_mr_.size() > limits_.max_entries);
+  };
+  while (over() && !idle_.empty()) {
+    Region* r = idle_.front();
+    idle_.pop_front();
+    Close(r);
   }
 }
 
