@@ -302,8 +302,8 @@ class Server::Impl : public transport::MessageHandler {
 
   Status OnMessageComplete(Connection& c) override {
     auto* cs = static_cast<ConnState*>(c.user_data);
-    if (cs->upstream_of) return OnUpstreamComplete(cs);
     cs->rx_dst.reset();  // the payload has landed: the transport writes there no more
+    if (cs->upstream_of) return OnUpstreamComplete(cs);
     if (!cs->rx_chunk) return Status::Ok();
     cs->rx_chunk = false;
     Job* job = cs->job.get();
