@@ -11,7 +11,8 @@
 
 namespace optcast::nccl {
 
-DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric) {
+DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric,
+                                bool data_path_takes_device_memory) {
   DeviceProperties p;
   p.name = itf.name;
   p.pci_path = itf.pci_path;
@@ -21,7 +22,7 @@ DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<tra
   if (!fabric->name.empty()) p.name = fabric->name;
   if (!fabric->pci_path.empty()) p.pci_path = fabric->pci_path;
   if (fabric->speed_mbps > 0) p.speed_mbps = fabric->speed_mbps;
-  if (fabric->hmem) p.ptr_support |= kPtrCuda;
+  if (fabric->hmem && data_path_takes_device_memory) p.ptr_support |= kPtrCuda;
   return p;
 }
 
@@ -50,12 +51,12 @@ const DeviceProperties& PropertiesOf(size_t dev) {
   std::call_once(once, [] {
     for (const NetInterface& itf : Devices()) {
       const auto fabric = FabricDevice(itf);
-      props.push_back(DescribeDevice(itf, fabric));
+      props.push_back(DescribeDevice(itf, fabric, kDataPathTakesDeviceMemory));
       const DeviceProperties& p = props.back();
       if (fabric) {
         OPTCAST_NCCL_INFO(NCCL_INIT | NCCL_NET, "device {}: fabric {} ({}) speed {} Mbit/s pci {}{}", itf.name, p.name,
                           fabric->provider, p.speed_mbps, p.pci_path.empty() ? "none" : p.pci_path,
-                          fabric->hmem ? ", GPU memory (FI_HMEM)" : "");
+                          fabric->hmem ? ", provider moves GPU memory (FI_HMEM; the plugin takes host memory)" : "");
       }
     }
   });

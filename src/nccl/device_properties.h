@@ -22,8 +22,15 @@ struct DeviceProperties {
 // The interface's own values, or with the ofi transport the fabric device's where libfabric
 // knows them (device name, PCI address, link speed), the interface's where it does not (the tcp
 // provider on loopback has no PCI device). NCCL_PTR_CUDA only when the provider moves device
-// memory (FI_HMEM).
-DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric);
+// memory (FI_HMEM) and `data_path_takes_device_memory`.
+DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric,
+                                bool data_path_takes_device_memory);
+
+// Whether the plugin's data path can send from and receive into GPU memory. Not yet: the client
+// library touches payloads on the CPU and regMr takes host memory only. Until it can, the plugin
+// never reports NCCL_PTR_CUDA, even where the provider has FI_HMEM, and NCCL stages GPU buffers
+// through host memory by itself.
+inline constexpr bool kDataPathTakesDeviceMemory = false;
 
 // Device `dev` of Devices(), computed once; with OPTCAST_TRANSPORT=ofi the fabric is opened on
 // the interface's address to ask libfabric (a provider that fails to open leaves the interface's

@@ -14,10 +14,9 @@ ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
   if (type != kPtrHost) {
     OPTCAST_NCCL_WARN(
-        "regMr of {} bytes with pointer type {} refused: the Optcast plugin takes host memory only, and NCCL "
-        "stages GPU buffers through host memory by itself when told to: set NCCL_NET_GDR_LEVEL=LOC (needed with "
-        "OPTCAST_TRANSPORT=ofi on a provider that reports device-memory support, where ptrSupport includes "
-        "NCCL_PTR_CUDA)",
+        "regMr of {} bytes with pointer type {} refused: the Optcast plugin takes host memory only "
+        "(ptrSupport = NCCL_PTR_HOST), and NCCL stages GPU buffers through host memory by itself when told to: "
+        "set NCCL_NET_GDR_LEVEL=LOC",
         size, type);
     return ncclInternalError;
   }

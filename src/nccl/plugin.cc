@@ -82,8 +82,8 @@ ncclResult_t FillProperties(int dev, bool coll, Props* props) {
   props->name = const_cast<char*>(d.name.c_str());
   props->pciPath = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
   props->guid = Guid(d.name);
-  // Host memory, plus device memory where the fabric moves it (FI_HMEM); otherwise NCCL stages
-  // GPU buffers through host memory.
+  // Host memory (device_properties.h says when device memory would be added); NCCL stages GPU
+  // buffers through host memory.
   props->ptrSupport = d.ptr_support;
   props->speed = d.speed_mbps;
   props->port = 0;

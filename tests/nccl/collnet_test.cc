@@ -212,7 +212,7 @@ TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
   itf.name = "eth0";
   itf.pci_path = "/sys/devices/pci0000:00/0000:00:03.0";
   itf.speed_mbps = 25000;
-  DeviceProperties plain = DescribeDevice(itf, std::nullopt);
+  DeviceProperties plain = DescribeDevice(itf, std::nullopt, true);
   EXPECT_EQ(plain.name, "eth0");
   EXPECT_EQ(plain.pci_path, itf.pci_path);
   EXPECT_EQ(plain.speed_mbps, 25000);
@@ -224,11 +224,13 @@ TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
   efa.pci_path = "/sys/bus/pci/devices/0000:10:1b.0";
   efa.speed_mbps = 100000;
   efa.hmem = true;
-  DeviceProperties e = DescribeDevice(itf, efa);
+  DeviceProperties e = DescribeDevice(itf, efa, /*data_path_takes_device_memory=*/true);
   EXPECT_EQ(e.name, "rdmap16s27");
   EXPECT_EQ(e.pci_path, "/sys/bus/pci/devices/0000:10:1b.0");
   EXPECT_EQ(e.speed_mbps, 100000);
   EXPECT_EQ(e.ptr_support, kPtrHost | kPtrCuda);
+  // FI_HMEM alone is not enough: the plugin's own data path must take GPU memory too.
+  EXPECT_EQ(DescribeDevice(itf, efa, /*data_path_takes_device_memory=*/false).ptr_support, kPtrHost);
 
   // tcp;ofi_rxm on loopback: a name, no PCI device, no speed, no device memory.
   itf.name = "lo";
@@ -237,7 +239,7 @@ TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
   transport::ofi::DeviceInfo tcp;
   tcp.provider = "tcp;ofi_rxm";
   tcp.name = "lo";
-  DeviceProperties t = DescribeDevice(itf, tcp);
+  DeviceProperties t = DescribeDevice(itf, tcp, true);
   EXPECT_EQ(t.name, "lo");
   EXPECT_EQ(t.pci_path, "");
   EXPECT_EQ(t.speed_mbps, 10000);
@@ -267,7 +269,8 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
     const std::string pci = dev.pci_path.empty() ? itf.pci_path : dev.pci_path;
     EXPECT_EQ(p.pciPath == nullptr ? std::string() : std::string(p.pciPath), pci);
     EXPECT_EQ(p.speed, dev.speed_mbps > 0 ? dev.speed_mbps : itf.speed_mbps);
-    EXPECT_EQ(p.ptrSupport, dev.hmem ? (kPtrHost | kPtrCuda) : kPtrHost) << "provider " << dev.provider;
+    EXPECT_EQ(p.ptrSupport, dev.hmem && kDataPathTakesDeviceMemory ? (kPtrHost | kPtrCuda) : kPtrHost)
+        << "provider " << dev.provider;
   } else {
     EXPECT_STREQ(p.name, itf.name.c_str());
     EXPECT_EQ(p.ptrSupport, kPtrHost);
