@@ -287,7 +287,9 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   ASSERT_EQ(net->getProperties(0, &np), ncclSuccess);
   EXPECT_STREQ(p.name, np.name);
   EXPECT_EQ(p.pciPath == nullptr, np.pciPath == nullptr);
-  if (p.pciPath != nullptr && np.pciPath != nullptr) EXPECT_STREQ(p.pciPath, np.pciPath);
+  if (p.pciPath != nullptr && np.pciPath != nullptr) {
+    EXPECT_STREQ(p.pciPath, np.pciPath);
+  }
   EXPECT_EQ(p.speed, np.speed);
   EXPECT_EQ(p.ptrSupport, np.ptrSupport);
   EXPECT_EQ(p.guid, np.guid);
