@@ -43,6 +43,8 @@ std::vector<uint8_t> Encode(const wire::Message& m) {
     case wire::MsgType::kBye: return wire::EncodeBye();
     case wire::MsgType::kChallenge: return wire::EncodeChallenge(m.challenge);
     case wire::MsgType::kProof: return wire::EncodeProof(m.proof);
+    case wire::MsgType::kGrow: return wire::EncodeGrow(m.grow);
+    case wire::MsgType::kSealed: return wire::EncodeSealed(m.sealed_nranks);
   }
   FUZZ_CHECK(false, "Decode accepted unknown type %u", static_cast<unsigned>(m.type));
   return {};
@@ -68,6 +70,8 @@ bool Same(const wire::Message& a, const wire::Message& b) {
     case wire::MsgType::kBye: return true;
     case wire::MsgType::kChallenge: return a.challenge == b.challenge;
     case wire::MsgType::kProof: return a.proof == b.proof;
+    case wire::MsgType::kGrow: return a.grow.weight == b.grow.weight && a.grow.min_rank == b.grow.min_rank;
+    case wire::MsgType::kSealed: return a.sealed_nranks == b.sealed_nranks;
   }
   return false;
 }

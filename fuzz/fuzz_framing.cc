@@ -1,5 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-// transport::Connection's frame reader on arbitrary bytes. The input is written into one end of a
+// transport::tcp::StreamConnection's frame reader on arbitrary bytes. The input is written into one end of a
 // socketpair (then closed) and read back with ReadAvailable under varying budgets, by a handler
 // that decodes each meta with wire::Decode and gives an exact-size payload buffer (up to 1 MiB).
 //
@@ -158,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s", std::strerror(errno));
   FUZZ_CHECK(::fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0, "fcntl");
   int writer = sv[1];
-  transport::Connection conn(transport::tcp::Socket(sv[0]), kMaxPayload, "fuzz-peer");
+  transport::tcp::StreamConnection conn(transport::tcp::Socket(sv[0]), kMaxPayload, "fuzz-peer");
   Handler handler;
 
   size_t written = 0;
