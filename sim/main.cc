@@ -10,6 +10,7 @@
 
 #include "sim/fabric.h"
 #include "sim/models.h"
+#include "sim/node.h"
 #include "sim/sim_config.h"
 
 namespace sg4 = simgrid::s4u;
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "chunk size (0: the client's default)");
   app.add_option("--window", c.window, "chunks in flight per server link (0: the client's default)");
   app.add_option("--host-flows", c.host_flows, "most messages a host has on the wire at once");
+  app.add_flag("--partials-first", c.partials_first,
+               "tree: leaf servers send partials to the root ahead of queued results for workers");
   double server_delay_us = 0;
   app.add_option("--server-delay-us", server_delay_us,
                  "delay before a server's reduced chunk leaves, microseconds (emulated cluster: CPU wait)");
@@ -134,6 +137,8 @@ int main(int argc, char** argv) {
       {"time_s", t},
       {"algbw_Bps", static_cast<double>(c.bytes) / t},
       {"algbw_over_link", static_cast<double>(c.bytes) / t / c.link_bps},
+      {"messages", optcast::sim::Node::messages()},
+      {"wakeups", optcast::sim::Node::wakeups()},
   };
   std::printf("%s\n", out.dump().c_str());
   return 0;
