@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/fabric.h"
 #include "sim/models.h"
@@ -72,6 +73,9 @@ int main(int argc, char** argv) {
   double server_delay_us = 0;
   app.add_option("--server-delay-us", server_delay_us,
                  "delay before a server's reduced chunk leaves, microseconds (emulated cluster: CPU wait)");
+  std::vector<std::string> sg_cfg;
+  app.add_option("--sg-cfg", sg_cfg, "extra SimGrid setting name:value (repeatable), e.g. maxmin/precision:1e-5")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI11_PARSE(app, argc, argv);
   c.server_delay_s = server_delay_us * 1e-6;
 
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");  // no window-over-RTT cap: links are the limit
   engine.set_config("network/maxmin-selective-update:1");
+  for (const std::string& kv : sg_cfg) engine.set_config(kv);
 
   optcast::sim::Fabric fabric = optcast::sim::BuildFabric(engine, c);
   optcast::sim::Run run;
