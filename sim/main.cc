@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <string>
@@ -144,6 +145,8 @@ int main(int argc, char** argv) {
       {"algbw_over_link", static_cast<double>(c.bytes) / t / c.link_bps},
       {"messages", optcast::sim::Node::messages()},
       {"wakeups", optcast::sim::Node::wakeups()},
+      // CPU time of this process, what the run cost whatever else the machine was doing.
+      {"cpu_s", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
   };
   std::printf("%s\n", out.dump().c_str());
   return 0;

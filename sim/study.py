@@ -168,7 +168,7 @@ def main():
             results.append(r)
             print(f"[{i}/{len(cfgs)}] {r['label']:14s} n={r['workers']:5d} {r['bytes'] >> 20:3d} MiB "
                   f"{r['oversub']:g}:1  algbw/link {r['algbw_over_link']:.3f}  "
-                  f"({r['messages']} messages, {r['wall_s']} s)", flush=True)
+                  f"({r['messages']} messages, {r['cpu_s']:.1f} s CPU, {r['wall_s']} s wall)", flush=True)
             with open(path, "w") as out:
                 json.dump(results + timed_out, out, indent=1)
     notes = ""
