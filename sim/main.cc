@@ -4,12 +4,15 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <vector>
 
 #include "sim/fabric.h"
 #include "sim/models.h"
+#include "sim/node.h"
 #include "sim/sim_config.h"
 
 namespace sg4 = simgrid::s4u;
@@ -66,9 +69,14 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "chunk size (0: the client's default)");
   app.add_option("--window", c.window, "chunks in flight per server link (0: the client's default)");
   app.add_option("--host-flows", c.host_flows, "most messages a host has on the wire at once");
+  app.add_flag("--partials-first", c.partials_first,
+               "tree: leaf servers send partials to the root ahead of queued results for workers");
   double server_delay_us = 0;
   app.add_option("--server-delay-us", server_delay_us,
                  "delay before a server's reduced chunk leaves, microseconds (emulated cluster: CPU wait)");
+  std::vector<std::string> sg_cfg;
+  app.add_option("--sg-cfg", sg_cfg, "extra SimGrid setting name:value (repeatable), e.g. maxmin/precision:1e-5")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI11_PARSE(app, argc, argv);
   c.server_delay_s = server_delay_us * 1e-6;
 
@@ -100,6 +108,7 @@ int main(int argc, char** argv) {
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");  // no window-over-RTT cap: links are the limit
   engine.set_config("network/maxmin-selective-update:1");
+  for (const std::string& kv : sg_cfg) engine.set_config(kv);
 
   optcast::sim::Fabric fabric = optcast::sim::BuildFabric(engine, c);
   optcast::sim::Run run;
@@ -134,6 +143,10 @@ int main(int argc, char** argv) {
       {"time_s", t},
       {"algbw_Bps", static_cast<double>(c.bytes) / t},
       {"algbw_over_link", static_cast<double>(c.bytes) / t / c.link_bps},
+      {"messages", optcast::sim::Node::messages()},
+      {"wakeups", optcast::sim::Node::wakeups()},
+      // CPU time of this process, what the run cost whatever else the machine was doing.
+      {"cpu_s", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
   };
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -17,8 +17,12 @@ constexpr int kPerDestination = 2;
 Node::Node(std::string name, sg4::Host* host, int host_flows)
     : name_(std::move(name)), host_(host), mbox_(sg4::Mailbox::by_name(name_)), host_flows_(host_flows) {}
 
-void Node::Send(Node* to, const Msg& m, uint64_t wire_bytes) {
-  outbox_.push_back(Outgoing{to, new Msg(m), wire_bytes});
+void Node::Send(Node* to, const Msg& m, uint64_t wire_bytes, bool first) {
+  if (first) {
+    outbox_.push_front(Outgoing{to, new Msg(m), wire_bytes});
+  } else {
+    outbox_.push_back(Outgoing{to, new Msg(m), wire_bytes});
+  }
 }
 
 void Node::Reduce(double flops, uint64_t tag) { reduce_queue_.emplace_back(flops, tag); }
@@ -40,6 +44,7 @@ void Node::StartSends() {
     }
     flights_.push_back(Flight{it->to->mailbox()->put_async(it->msg, it->wire_bytes), it->to});
     ++busy;
+    ++messages_;
     it = outbox_.erase(it);
   }
 }
@@ -71,6 +76,7 @@ void Node::Run() {
     for (auto& d : delays_) acts.push_back(d.first);
     if (exec_) acts.push_back(exec_);
     const size_t i = static_cast<size_t>(sg4::Activity::wait_any(acts));
+    ++wakeups_;
     const size_t first_delay = flights_.size() + receives_.size();
     if (i < flights_.size()) {
       if (--busy_[flights_[i].to] == 0) busy_.erase(flights_[i].to);

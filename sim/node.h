@@ -43,8 +43,14 @@ class Node {
   // The actor body: loops until Done() and nothing is left to send or reduce.
   void Run();
 
+  // Messages (SimGrid flows) and wake-ups (wait_any returns) of all nodes so far: what a run
+  // costs, since SimGrid's time grows with both (docs/scale.md, "Cost").
+  static uint64_t messages() { return messages_; }
+  static uint64_t wakeups() { return wakeups_; }
+
  protected:
-  void Send(Node* to, const Msg& m, uint64_t wire_bytes);
+  // Queues a message; `first` puts it ahead of every message not yet on the wire.
+  void Send(Node* to, const Msg& m, uint64_t wire_bytes, bool first = false);
   // Runs `flops` (= bytes of input) on this host, then calls OnReduced(tag). One at a time, in order.
   void Reduce(double flops, uint64_t tag);
   // Calls OnDelayed(m) `seconds` from now, without occupying this host.
@@ -89,6 +95,8 @@ class Node {
   uint64_t exec_tag_ = 0;
   simgrid::s4u::Host* timer_ = nullptr;
   std::vector<std::pair<simgrid::s4u::ExecPtr, Msg>> delays_;
+  static inline uint64_t messages_ = 0;
+  static inline uint64_t wakeups_ = 0;
 };
 
 }  // namespace optcast::sim

@@ -136,7 +136,7 @@ class Server : public Node {
   }
   void OnDelayed(const Msg& m) override {
     if (Node* parent = parents_[m.stripe]) {
-      Send(parent, Msg{Msg::kContrib, m.stripe, m.chunk, -1, m.bytes}, WireBytes(m.bytes));
+      Send(parent, Msg{Msg::kContrib, m.stripe, m.chunk, -1, m.bytes}, WireBytes(m.bytes), c_.partials_first);
     } else {
       SendDown(m);
     }

@@ -36,6 +36,9 @@ struct SimConfig {
   uint64_t chunk_bytes = 0;      // 0: the client's own choice (client/plan.h)
   int window = 0;                // chunks per server link; 0: the client's byte-bounded window
   int host_flows = 16;           // most messages a host has on the wire at once (see node.h)
+  // Tree: a leaf server sends its partial to the root ahead of the results it has queued for its
+  // workers (off: oldest first, as one sender thread per connection would).
+  bool partials_first = false;
 
   Status Validate() const;
 };
