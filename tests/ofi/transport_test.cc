@@ -207,27 +207,25 @@ TEST(OfiTransport, TheRegistrationCacheEvictsTheLeastRecentlyUsedPastItsEntryLim
   ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
   ofi::MrCache cache(fabric->domain(), ofi::MrCache::Limits{0, 2});
   PageBuffers b(3);
-  fid_mr* mr = nullptr;
-  for (int i : {0, 1}) {
-    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok());
+  // Registers buffer i (or finds its registration) and lets it go again.
+  auto use = [&](int i) {
+    fid_mr* mr = nullptr;
+    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok()) << "buffer " << i;
     cache.Release(mr);
-  }
+  };
+  use(0);
+  use(1);
   // Buffer 0 used again: buffer 1 is now the least recently used.
-  ASSERT_TRUE(cache.Acquire(b.at[0], b.len, &mr).ok());
-  cache.Release(mr);
+  use(0);
   EXPECT_EQ(cache.registrations(), 2u);
-  ASSERT_TRUE(cache.Acquire(b.at[2], b.len, &mr).ok());
-  cache.Release(mr);
+  use(2);
   EXPECT_EQ(cache.registrations(), 3u);
   EXPECT_EQ(cache.regions(), 2u);
   // 0 and 2 are still cached; 1 was evicted and is registered anew.
-  for (int i : {0, 2}) {
-    ASSERT_TRUE(cache.Acquire(b.at[i], b.len, &mr).ok());
-    cache.Release(mr);
-  }
+  use(0);
+  use(2);
   EXPECT_EQ(cache.registrations(), 3u);
-  ASSERT_TRUE(cache.Acquire(b.at[1], b.len, &mr).ok());
-  cache.Release(mr);
+  use(1);
   EXPECT_EQ(cache.registrations(), 4u);
   EXPECT_EQ(cache.regions(), 2u);
 }
