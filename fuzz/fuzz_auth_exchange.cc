@@ -23,11 +23,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "auth/proof.h"
 #include "frames.h"
-#include "server/server.h"
+#include "live_server.h"
 
 namespace optcast::fuzz {
 namespace {
@@ -49,13 +48,7 @@ void StartServer() {
   o.job_timeout = milliseconds(2000);
   o.hello_timeout = milliseconds(2000);
   o.max_payload = 1u << 20;
-  g_server = new server::Server(o);
-  Status st = g_server->Start();
-  FUZZ_CHECK(st.ok(), "server start: %s", st.message().c_str());
-  std::thread([] {
-    Status run = g_server->Run();
-    FUZZ_CHECK(false, "server loop ended: %s", run.message().c_str());
-  }).detach();
+  g_server = &LiveServer::Start(o);
 }
 
 int Connect() {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "frames.h"
+#include "live_server.h"
 #include "optcast/status.h"
 #include "server/server.h"
 #include "transport/message.h"
@@ -64,14 +65,8 @@ void StartServer() {
   o.job_timeout = milliseconds(2000);
   o.hello_timeout = milliseconds(2000);
   o.max_payload = 1u << 20;  // keeps the pool's memory small; the fuzzer's inputs are smaller still
-  g_server = new server::Server(o);
-  Status st = g_server->Start();
-  FUZZ_CHECK(st.ok(), "server start: %s", st.message().c_str());
+  g_server = &LiveServer::Start(o);
   g_port = g_server->port();
-  std::thread([] {
-    Status run = g_server->Run();
-    FUZZ_CHECK(false, "server loop ended: %s", run.message().c_str());
-  }).detach();
 }
 
 // A non-blocking connection to the server. (libFuzzer's SIGALRM timer interrupts blocking calls,
