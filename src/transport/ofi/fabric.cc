@@ -87,6 +87,9 @@ std::vector<std::string> AvailableProviders() {
 }
 
 Status Fabric::Open(const std::string& provider, const std::string& source_host, std::shared_ptr<Fabric>* out) {
+  // Before anything is allocated: a bad limit is refused without leaking the provider's info.
+  MrCache::Limits limits;
+  OPTCAST_RETURN_IF_ERROR(MrCache::LimitsFromEnvironment(&limits));
   SetProviderDefaults();
   // A core provider without reliable datagrams of its own (tcp, verbs) gets them from ofi_rxm.
   std::vector<std::string> candidates;
@@ -116,8 +119,6 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
     return UnavailableError(what + " (" + fi_strerror(-rc) + "); available providers: " + Join(AvailableProviders()) +
                             "; choose one with OPTCAST_OFI_PROVIDER (e.g. OPTCAST_OFI_PROVIDER='tcp;ofi_rxm')");
   }
-  MrCache::Limits limits;
-  OPTCAST_RETURN_IF_ERROR(MrCache::LimitsFromEnvironment(&limits));
   std::shared_ptr<Fabric> f(new Fabric());
   f->info_ = fi_dupinfo(info);
   fi_freeinfo(info);
