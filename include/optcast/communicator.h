@@ -53,6 +53,19 @@ Status ApplyEnvironment(CommunicatorOptions* options);
 // Wait returns.
 class Request;
 
+// A buffer registered with a communicator's transport (Communicator::RegisterMemory). Owned by
+// its communicator.
+class RegisteredMemory;
+
+// What a communicator's transport has registered: registrations made so far (libfabric's
+// fi_mr_reg calls, by RegisterMemory or, where the provider needs every buffer registered, on a
+// buffer's first use) and those open now. Both 0 over TCP, which needs none.
+struct TransportStats {
+  uint64_t registrations_made = 0;
+  uint64_t registrations_open = 0;
+  bool registration_required = false;  // the provider needs every buffer registered (efa, verbs)
+};
+
 class Communicator {
  public:
   static Status Create(const CommunicatorOptions& options, std::unique_ptr<Communicator>* out);
@@ -84,6 +97,17 @@ class Communicator {
   }
   // Blocks until the request completes (or fails, or times out) and releases it.
   virtual Status Wait(Request* request) = 0;
+
+  // Registers a buffer that collectives will use again and again (NCCL's regMr), so that the
+  // transport need not register it when a collective first uses it: over libfabric it is
+  // registered (fi_mr_reg) here, once, in the domain of every server connection, and every send
+  // and receive from it reuses that registration. Over TCP there is nothing to register.
+  // Collectives take registered and unregistered buffers alike.
+  virtual Status RegisterMemory(const void* data, size_t size, RegisteredMemory** out) = 0;
+  // Ends a registration (the buffer may be freed afterwards; a collective still using it keeps
+  // the registration until it completes). Registrations left at the end go with the communicator.
+  virtual Status DeregisterMemory(RegisteredMemory* registration) = 0;
+  virtual TransportStats transport_stats() const = 0;
 
   // Blocking forms.
   Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op);

@@ -18,10 +18,17 @@
 #include "common/log.h"
 #include "observe/trace.h"
 #include "optcast/communicator.h"
+#include "transport/dialer.h"
 #include "transport/kind.h"
 #include "wire/protocol.h"
 
 namespace optcast {
+
+// What RegisterMemory hands out: the transport's registration, held until DeregisterMemory.
+class RegisteredMemory {
+ public:
+  std::unique_ptr<transport::MemoryRegistration> registration;
+};
 
 class Request {
  public:
@@ -135,11 +142,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   Status Connect() {
     const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
+    OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_));
     for (const std::string& addr : opts_.servers) {
       transport::Endpoint ep;
       OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(addr, &ep, wire::kDefaultPort));
       std::unique_ptr<transport::Connection> conn;
-      OPTCAST_RETURN_IF_ERROR(transport::Dial(transport_, ep, connect_deadline, 1ull << 32, &conn));
+      OPTCAST_RETURN_IF_ERROR(dialer_->Dial(ep, connect_deadline, 1ull << 32, &conn));
       wire::Hello hello;
       hello.job_id = opts_.job_id.bytes;
       hello.nranks = static_cast<uint32_t>(opts_.nranks);
@@ -230,6 +238,30 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     observe::TraceSpan span("wait", "client");
     while (!req->done) Progress(50);
     return Release(req);
+  }
+
+  Status RegisterMemory(const void* data, size_t size, RegisteredMemory** out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (out == nullptr) return InvalidArgument("RegisterMemory called without a place for the registration");
+    *out = nullptr;
+    auto reg = std::make_unique<RegisteredMemory>();
+    OPTCAST_RETURN_IF_ERROR(dialer_->Register(data, size, &reg->registration));
+    *out = reg.get();
+    registered_.emplace(reg.get(), std::move(reg));
+    return Status::Ok();
+  }
+
+  Status DeregisterMemory(RegisteredMemory* registration) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registered_.erase(registration) == 0) {
+      return InvalidArgument("DeregisterMemory with a registration that this communicator did not make (or ended)");
+    }
+    return Status::Ok();
+  }
+
+  TransportStats transport_stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {dialer_->registrations_made(), dialer_->registrations_open(), dialer_->registration_required()};
   }
 
   // ---- MessageHandler ----
@@ -581,8 +613,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   const uint64_t trace_comm_ = g_next_trace_comm.fetch_add(1);
   CommunicatorOptions opts_;
   const transport::Kind transport_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  // Declared before the connections it dials and the registrations it makes: destroyed after.
+  std::unique_ptr<transport::Dialer> dialer_;
   std::vector<ServerLink> servers_;
+  std::unordered_map<RegisteredMemory*, std::unique_ptr<RegisteredMemory>> registered_;
   uint64_t min_max_payload_ = 0;
   std::unordered_map<uint64_t, Request*> active_;
   uint64_t next_seq_ = 1;

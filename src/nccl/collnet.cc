@@ -16,6 +16,7 @@
 #include "common/env.h"
 #include "nccl/interfaces.h"
 #include "nccl/logging.h"
+#include "nccl/memory.h"
 #include "optcast/communicator.h"
 #include "transport/endpoint.h"
 #include "wire/protocol.h"
@@ -485,6 +486,45 @@ ncclResult_t IReduceScatter(void* coll_comm, const Sge* send_parts, int nparts, 
     }
     return c->comm().IAllReduce(src, slot->recv_staging.data(), window_bytes / esize, dt, op, &slot->op);
   });
+}
+
+ncclResult_t RegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle) {
+  auto* c = static_cast<CollComm*>(coll_comm);
+  if (c == nullptr) {
+    OPTCAST_NCCL_WARN("CollNet regMr without a collComm");
+    return ncclInvalidArgument;
+  }
+  const ncclResult_t r = RegisterMemory(data, size, type, mhandle);
+  if (r != ncclSuccess) return r;
+  MemRegion* region = static_cast<MemRegion*>(*mhandle);
+  const Status st = c->comm().RegisterMemory(data, size, &region->registered);
+  if (!st.ok()) {
+    OPTCAST_NCCL_WARN("CollNet regMr of {} bytes at {} for job {} failed: {}", size, data, c->job(), Explain(st));
+    (void)DeregisterMemory(*mhandle);
+    *mhandle = nullptr;
+    return ResultFor(st);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t DeregMr(void* coll_comm, void* mhandle) {
+  if (mhandle == nullptr) return ncclSuccess;
+  auto* c = static_cast<CollComm*>(coll_comm);
+  MemRegion* region = RegionOf(mhandle);
+  if (region == nullptr) return ncclInvalidArgument;
+  if (region->registered != nullptr) {
+    if (c == nullptr) {
+      OPTCAST_NCCL_WARN("CollNet deregMr without the collComm that registered the buffer");
+      return ncclInvalidArgument;
+    }
+    const Status st = c->comm().DeregisterMemory(region->registered);
+    if (!st.ok()) {
+      OPTCAST_NCCL_WARN("CollNet deregMr for job {}: {}", c->job(), st.message());
+      return ncclInvalidArgument;
+    }
+    region->registered = nullptr;
+  }
+  return DeregisterMemory(mhandle);
 }
 
 ncclResult_t Iflush(void** request) {

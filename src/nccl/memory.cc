@@ -34,13 +34,19 @@ ncclResult_t RegisterDmaBuf(size_t size, int type, int fd, void** mhandle) {
   return ncclInternalError;
 }
 
+MemRegion* RegionOf(void* mhandle) {
+  auto* region = static_cast<MemRegion*>(mhandle);
+  if (region == nullptr || region->magic != kRegionMagic) {
+    OPTCAST_NCCL_WARN("deregMr with a handle that this plugin did not create");
+    return nullptr;
+  }
+  return region;
+}
+
 ncclResult_t DeregisterMemory(void* mhandle) {
   if (mhandle == nullptr) return ncclSuccess;
-  auto* region = static_cast<MemRegion*>(mhandle);
-  if (region->magic != kRegionMagic) {
-    OPTCAST_NCCL_WARN("deregMr with a handle that this plugin did not create");
-    return ncclInvalidArgument;
-  }
+  MemRegion* region = RegionOf(mhandle);
+  if (region == nullptr) return ncclInvalidArgument;
   region->magic = 0;
   delete region;
   return ncclSuccess;

@@ -1,14 +1,15 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// Memory registration bookkeeping. TCP and the reduction servers need no pinned or registered
-// memory, so a registration only records the range; it is not tied to a communicator, which is
-// why the plugin reports regIsGlobal = 1.
+// Memory registration bookkeeping. The point-to-point net plugin (TCP) needs no registered memory,
+// so its registration only records the range. A CollNet registration also holds the
+// communicator's transport registration (fi_mr_reg over libfabric, see collnet.h).
 
 #include <cstddef>
 #include <cstdint>
 
 #include "nccl/nccl_abi.h"
+#include "optcast/communicator.h"
 
 namespace optcast::nccl {
 
@@ -17,6 +18,7 @@ struct MemRegion {
   const void* data;
   size_t size;
   int type;
+  RegisteredMemory* registered = nullptr;  // CollNet: the communicator's registration
 };
 
 // Only host memory (NCCL_PTR_HOST) is accepted: the plugin advertises no GPU-direct support.
@@ -25,5 +27,7 @@ struct MemRegion {
 ncclResult_t RegisterMemory(void* data, size_t size, int type, void** mhandle);
 ncclResult_t RegisterDmaBuf(size_t size, int type, int fd, void** mhandle);
 ncclResult_t DeregisterMemory(void* mhandle);
+// The region behind a handle from RegisterMemory, or null (with a WARN) when it is not one.
+MemRegion* RegionOf(void* mhandle);
 
 }  // namespace optcast::nccl

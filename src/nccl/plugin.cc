@@ -19,6 +19,7 @@
 #include "nccl/memory.h"
 #include "nccl/nccl_abi.h"
 #include "nccl/net_tcp.h"
+#include "transport/kind.h"
 
 #define OPTCAST_NCCL_EXPORT __attribute__((visibility("default")))
 
@@ -94,7 +95,13 @@ ncclResult_t FillProperties(int dev, bool coll, Props* props) {
     props->netDeviceType = NCCL_NET_DEVICE_HOST;
     props->netDeviceVersion = kNetDeviceInvalidVersion;
   }
-  if constexpr (requires { props->regIsGlobal; }) props->regIsGlobal = 1;
+  if constexpr (requires { props->regIsGlobal; }) {
+    // A CollNet registration over libfabric lives in its communicator's fabric domains, so each
+    // communicator needs its own; the TCP transports' registrations are not tied to any.
+    transport::Kind kind = transport::Kind::kTcp;
+    const bool ofi = transport::KindFromEnvironment(kind, &kind).ok() && kind == transport::Kind::kOfi;
+    props->regIsGlobal = coll && ofi ? 0 : 1;
+  }
   if constexpr (requires { props->forceFlush; }) props->forceFlush = 0;
   if constexpr (requires { props->vProps; }) {
     props->vProps.ndevs = 1;
@@ -290,6 +297,16 @@ ncclResult_t CollGetProperties(int dev, Props* props) {
     if (dev != 0) return BadArgument("collnet getProperties: device (there is one, 0)", dev);
     return FillProperties(0, true, props);
   });
+}
+ncclResult_t CollRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle) {
+  return Guard("collnet regMr", [&] { return collnet::RegMr(coll_comm, data, size, type, mhandle); });
+}
+ncclResult_t CollRegMrInt(void* coll_comm, void* data, int size, int type, void** mhandle) {
+  if (size < 0) return BadArgument("collnet regMr: size", size);
+  return CollRegMr(coll_comm, data, static_cast<size_t>(size), type, mhandle);
+}
+ncclResult_t CollDeregMr(void* coll_comm, void* mhandle) {
+  return Guard("collnet deregMr", [&] { return collnet::DeregMr(coll_comm, mhandle); });
 }
 ncclResult_t CollListen(int dev, void* handle, void** listen_comm) {
   return Guard("collnet listen", [&] { return collnet::Listen(dev, handle, listen_comm); });
@@ -552,9 +569,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v6_t ncclCollNetPlugin_v6 = {
     .listen = CollListen,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMrInt,
+    .regMr = CollRegMrInt,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduceInt,
     .iflush = CollIflush,
     .test = CollTest,
@@ -570,9 +587,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v7_t ncclCollNetPlugin_v7 = {
     .listen = CollListen,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMrInt,
+    .regMr = CollRegMrInt,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduceInt,
     .iflush = CollIflush,
     .test = CollTest,
@@ -588,9 +605,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     .listen = CollListen,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMr,
+    .regMr = CollRegMr,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduceInt,
     .iallgather = CollIallgather<ncclNetSGE_v8_t>,
     .ireducescatter = CollIreducescatter<ncclNetSGE_v8_t>,
@@ -608,9 +625,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
     .listen = CollListen,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMr,
+    .regMr = CollRegMr,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduce,
     .iallgather = CollIallgather<ncclNetSGE_v9_t>,
     .ireducescatter = CollIreducescatter<ncclNetSGE_v9_t>,
@@ -629,9 +646,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
     .listen = CollListen,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMr,
+    .regMr = CollRegMr,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduce,
     .iallgather = CollIallgather<ncclNetSGE_v10_t>,
     .ireducescatter = CollIreducescatter<ncclNetSGE_v10_t>,
@@ -650,9 +667,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .listen = CollListenCtx,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMr,
+    .regMr = CollRegMr,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduce,
     .iallgather = CollIallgather<ncclNetSGE_v11_t>,
     .ireducescatter = CollIreducescatter<ncclNetSGE_v11_t>,
@@ -672,9 +689,9 @@ OPTCAST_NCCL_EXPORT ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
     .listen = CollListenCtx,
     .connect = CollConnect,
     .reduceSupport = CollReduceSupport,
-    .regMr = RegMr,
+    .regMr = CollRegMr,
     .regMrDmaBuf = RegMrDmaBuf,
-    .deregMr = DeregMr,
+    .deregMr = CollDeregMr,
     .iallreduce = CollIallreduce,
     .iallgather = CollIallgather<ncclNetSGE_v12_t>,
     .ireducescatter = CollIreducescatter<ncclNetSGE_v12_t>,

@@ -275,6 +275,8 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
     EXPECT_STREQ(p.name, itf.name.c_str());
     EXPECT_EQ(p.ptrSupport, kPtrHost);
   }
+  // Over libfabric a registration lives in its communicator's domains.
+  EXPECT_EQ(p.regIsGlobal, kind == transport::Kind::kOfi ? 0 : 1);
   EXPECT_GT(p.maxCollBytes, 0u);
   EXPECT_LE(p.maxCollBytes, kMaxNetSizeBytes);
   EXPECT_GT(p.speed, 0);
@@ -554,6 +556,13 @@ TEST_F(CollNet, Version6Adapter) {
     EXPECT_EQ(flush, nullptr);
     EXPECT_EQ(cn->deregMr(coll[r], mh), ncclSuccess);
   });
+  std::vector<uint8_t> buf(4096);
+  void* mh = nullptr;
+  EXPECT_EQ(cn->regMr(nullptr, buf.data(), static_cast<int>(buf.size()), kPtrHost, &mh), ncclInvalidArgument);
+  EXPECT_EQ(mh, nullptr);
+  EXPECT_TRUE(Logged("CollNet regMr without a collComm"));
+  uint64_t not_a_handle[8] = {};
+  EXPECT_EQ(cn->deregMr(coll[0], not_a_handle), ncclInvalidArgument);
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(cn->closeListen(listen[r]), ncclSuccess);
     EXPECT_EQ(cn->closeColl(coll[r]), ncclSuccess);

@@ -187,6 +187,34 @@ TEST(OfiTransport, MemoryIsRegisteredOncePerRegionAndReused) {
   EXPECT_EQ(cache.held(), 0u);
 }
 
+TEST(OfiTransport, ExplicitRegistrationsServeSendsAndReceivesInTheirRange) {
+  std::shared_ptr<ofi::Fabric> fabric;
+  ASSERT_TRUE(ofi::Fabric::Open("", "127.0.0.1", &fabric).ok());
+  std::vector<uint8_t> buf(1 << 20), other(1 << 16);
+  fid_mr* registered = nullptr;
+  ASSERT_TRUE(fabric->Register(buf.data(), buf.size(), &registered).ok());
+  ASSERT_NE(registered, nullptr) << "an explicit registration registers whatever the provider needs";
+  const uint64_t made = fabric->mr_cache().registrations();
+  void* desc = nullptr;
+  fid_mr* held = nullptr;
+  ASSERT_TRUE(fabric->Acquire(buf.data() + 4096, 100000, &desc, &held).ok());
+  EXPECT_EQ(held, registered);
+  EXPECT_EQ(desc, fi_mr_desc(registered));
+  fabric->Release(held);
+  ASSERT_TRUE(fabric->Acquire(other.data(), other.size(), &desc, &held).ok());
+  if (fabric->local_mr()) {
+    EXPECT_NE(held, nullptr) << fabric->provider() << " needs registered memory: registered on first use";
+    EXPECT_EQ(fabric->mr_cache().registrations(), made + 1);
+  } else {
+    EXPECT_EQ(held, nullptr) << fabric->provider() << " needs no registered memory";
+    EXPECT_EQ(desc, nullptr);
+    EXPECT_EQ(fabric->mr_cache().registrations(), made);
+  }
+  fabric->Release(held);
+  fabric->Release(registered);
+  EXPECT_EQ(fabric->mr_cache().held(), 0u);
+}
+
 // Page-aligned buffers of `pages` pages each, so that every one is a registration of its own.
 struct PageBuffers {
   explicit PageBuffers(size_t n, size_t pages = 1) : page(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {

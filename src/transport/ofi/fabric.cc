@@ -148,8 +148,11 @@ Fabric::~Fabric() {
 Status Fabric::Acquire(const void* p, size_t n, void** desc, fid_mr** held) {
   *desc = nullptr;
   *held = nullptr;
-  if (!local_mr_) return Status::Ok();
-  OPTCAST_RETURN_IF_ERROR(mr_cache_->Acquire(p, n, held));
+  if (local_mr_) {
+    OPTCAST_RETURN_IF_ERROR(mr_cache_->Acquire(p, n, held));
+  } else if (!mr_cache_->AcquireCached(p, n, held)) {
+    return Status::Ok();
+  }
   *desc = fi_mr_desc(*held);
   return Status::Ok();
 }

@@ -48,9 +48,14 @@ class Fabric {
   const std::string& provider() const { return provider_; }
   // Sends and receives need registered memory and its descriptor (FI_MR_LOCAL).
   bool local_mr() const { return local_mr_; }
-  // The descriptor for [p, p+n) and the registration behind it, held until Release(*held):
-  // registered once per region and reused. Both null when the provider needs no registration.
+  // For a send or receive on [p, p+n): the descriptor and the registration behind it, held until
+  // Release(*held). Where the provider needs registered memory, a region is registered on first
+  // use and reused; where it does not, a registration made by Register is used when one covers
+  // the range, else both are null.
   Status Acquire(const void* p, size_t n, void** desc, fid_mr** held);
+  // Registers [p, p+n) whether or not the provider needs it (an explicit request, such as NCCL's
+  // regMr), held until Release(*held); sends and receives in the range then use it.
+  Status Register(const void* p, size_t n, fid_mr** held) { return mr_cache_->Acquire(p, n, held); }
   void Release(fid_mr* held) {
     if (held != nullptr) mr_cache_->Release(held);
   }

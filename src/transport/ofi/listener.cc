@@ -67,8 +67,8 @@ Status RecvAddress(int fd, Deadline d, const std::string& who, std::string* prov
   return Status::Ok();
 }
 
-// The local address this machine would use toward `host` (a UDP socket's connect sends
-// nothing), so that the fabric binds to the interface the control connection takes.
+}  // namespace
+
 std::string LocalHostToward(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -91,8 +91,6 @@ std::string LocalHostToward(const std::string& host) {
   }
   return buf;
 }
-
-}  // namespace
 
 Status FabricListener::Open(const Endpoint& ep, const std::string& provider, std::unique_ptr<Listener>* out) {
   auto l = std::make_unique<FabricListener>();
@@ -201,9 +199,14 @@ bool FabricListener::Advance(Pending& pend, uint64_t max_payload, std::unique_pt
 }
 
 Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
-  // The endpoint exists before the connection, so the address follows the connect at once.
   std::shared_ptr<Fabric> fabric;
   OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), LocalHostToward(ep.host), &fabric));
+  return DialFabric(std::move(fabric), ep, deadline, max_payload, out);
+}
+
+Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline deadline, uint64_t max_payload,
+                  std::unique_ptr<Connection>* out) {
+  // The endpoint exists before the connection, so the address follows the connect at once.
   tcp::Socket s;
   OPTCAST_RETURN_IF_ERROR(tcp::Connect(ep, deadline, &s));
   OPTCAST_RETURN_IF_ERROR(tcp::ConfigureDataSocket(s.fd(), true));

@@ -51,7 +51,15 @@ class FabricListener final : public Listener {
   std::vector<std::unique_ptr<Pending>> pending_;
 };
 
-// Connects to a FabricListener (the provider comes from RequestedProvider()).
+// The local address this machine would use toward `host` (a UDP socket's connect sends
+// nothing), so that a fabric binds to the interface the control connection takes; "" if unknown.
+std::string LocalHostToward(const std::string& host);
+
+// Connects to a FabricListener through a fabric of its own (the provider comes from
+// RequestedProvider()).
 Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+// Connects through `fabric`, which the connection shares with others (and their registrations).
+Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline deadline, uint64_t max_payload,
+                  std::unique_ptr<Connection>* out);
 
 }  // namespace optcast::transport::ofi

@@ -42,17 +42,20 @@ size_t MrCache::held() const {
   return n;
 }
 
-Status MrCache::Acquire(const void* p, size_t n, fid_mr** mr) {
+bool MrCache::AcquireCached(const void* p, size_t n, fid_mr** mr) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   auto it = cached_.upper_bound(a);
-  if (it != cached_.begin()) {
-    Region* r = std::prev(it)->second;
-    if (a + n <= r->base + r->len) {
-      if (r->holders++ == 0) idle_.erase(r->idle);
-      *mr = r->mr;
-      return Status::Ok();
-    }
-  }
+  if (it == cached_.begin()) return false;
+  Region* r = std::prev(it)->second;
+  if (a + n > r->base + r->len) return false;
+  if (r->holders++ == 0) idle_.erase(r->idle);
+  *mr = r->mr;
+  return true;
+}
+
+Status MrCache::Acquire(const void* p, size_t n, fid_mr** mr) {
+  if (AcquireCached(p, n, mr)) return Status::Ok();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   // Whole pages: neighbouring buffers of one allocation then share the registration.
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = a & ~(page - 1);

@@ -42,6 +42,8 @@ class MrCache {
   // The registration covering [p, p+n), held until Release(*mr): a cached one when it covers the
   // range, else a new one for the pages holding [p, p+n).
   Status Acquire(const void* p, size_t n, fid_mr** mr);
+  // Like Acquire, but only a cached registration: false (and nothing held) when none covers.
+  bool AcquireCached(const void* p, size_t n, fid_mr** mr);
   // Ends one Acquire of `mr`.
   void Release(fid_mr* mr);
   // Forgets the cached registrations overlapping [p, p+n) (the memory is about to be freed):

@@ -1,0 +1,78 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "transport/ofi/fabric_dialer.h"
+
+#include "transport/ofi/listener.h"
+
+namespace optcast::transport::ofi {
+
+namespace {
+
+// Holds one registration of the buffer in each fabric; at the end, releases it and forgets the
+// range, so that a later buffer at the same address is registered afresh.
+class FabricRegistration final : public MemoryRegistration {
+ public:
+  FabricRegistration(const void* data, size_t size) : data_(data), size_(size) {}
+  ~FabricRegistration() override {
+    for (auto& [fabric, mr] : held_) {
+      fabric->Release(mr);
+      fabric->mr_cache().Deregister(data_, size_);
+    }
+  }
+  void Hold(std::shared_ptr<Fabric> fabric, fid_mr* mr) { held_.emplace_back(std::move(fabric), mr); }
+
+ private:
+  const void* data_;
+  size_t size_;
+  std::vector<std::pair<std::shared_ptr<Fabric>, fid_mr*>> held_;
+};
+
+}  // namespace
+
+Status FabricDialer::Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload,
+                          std::unique_ptr<Connection>* out) {
+  const std::string local = LocalHostToward(ep.host);
+  std::shared_ptr<Fabric> fabric;
+  for (const auto& [address, f] : fabrics_) {
+    if (address == local) fabric = f;
+  }
+  if (!fabric) {
+    OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), local, &fabric));
+    fabrics_.emplace_back(local, fabric);
+  }
+  return DialFabric(std::move(fabric), ep, deadline, max_payload, out);
+}
+
+Status FabricDialer::Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) {
+  auto reg = std::make_unique<FabricRegistration>(data, size);
+  // An empty buffer (an empty collective's) moves nothing: nothing to register.
+  if (size > 0) {
+    for (const auto& [address, fabric] : fabrics_) {
+      fid_mr* mr = nullptr;
+      OPTCAST_RETURN_IF_ERROR(fabric->Register(data, size, &mr));
+      reg->Hold(fabric, mr);
+    }
+  }
+  *out = std::move(reg);
+  return Status::Ok();
+}
+
+uint64_t FabricDialer::registrations_made() const {
+  uint64_t n = 0;
+  for (const auto& [address, fabric] : fabrics_) n += fabric->mr_cache().registrations();
+  return n;
+}
+
+bool FabricDialer::registration_required() const {
+  for (const auto& [address, fabric] : fabrics_) {
+    if (fabric->local_mr()) return true;
+  }
+  return false;
+}
+
+uint64_t FabricDialer::registrations_open() const {
+  uint64_t n = 0;
+  for (const auto& [address, fabric] : fabrics_) n += fabric->mr_cache().regions();
+  return n;
+}
+
+}  // namespace optcast::transport::ofi

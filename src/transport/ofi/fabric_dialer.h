@@ -1,0 +1,28 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transport/dialer.h"
+#include "transport/ofi/fabric.h"
+
+namespace optcast::transport::ofi {
+
+// The libfabric Dialer: one Fabric (and so one domain and one registration cache) per local
+// interface that its connections leave through, shared by those connections.
+class FabricDialer final : public Dialer {
+ public:
+  Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) override;
+  Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) override;
+  uint64_t registrations_made() const override;
+  uint64_t registrations_open() const override;
+  bool registration_required() const override;
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<Fabric>>> fabrics_;  // by local address
+};
+
+}  // namespace optcast::transport::ofi
