@@ -44,11 +44,11 @@ ncclResult_t IAllGather(void* coll_comm, const void* send, const Sge* recv_parts
 // full input, `recv` receives this rank's part intersected with the window.
 ncclResult_t IReduceScatter(void* coll_comm, const Sge* send_parts, int nparts, void* recv, size_t bytes_per_rank,
                             size_t window_offset, size_t window_bytes, int nccl_dtype, int nccl_op, void** request);
-// Host memory needs no flush; completes at once.
 // regMr/deregMr on a collComm: the buffer is registered with the communicator's transport (over
 // libfabric, fi_mr_reg in the domain of each server connection) and reused by every collective.
 ncclResult_t RegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t DeregMr(void* coll_comm, void* mhandle);
+// Host memory needs no flush; completes at once.
 ncclResult_t Iflush(void** request);
 ncclResult_t Test(void* request, int* done, int* size);
 ncclResult_t CloseColl(void* coll_comm);

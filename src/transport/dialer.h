@@ -37,8 +37,7 @@ class Dialer {
   // not the provider needs registered memory: later sends and receives in it use it), held until
   // *out is destroyed; then the registration is closed as soon as no send or receive uses it
   // (the memory may be freed after that). An empty buffer registers nothing. A domain opened by
-  // a later Dial registers the buffer
-  // on its first use there instead.
+  // a later Dial registers the buffer on its first use there instead.
   virtual Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) = 0;
   // Registrations made in the transport so far (fi_mr_reg calls, explicit and on first use),
   // and those open now. Both 0 for TCP.

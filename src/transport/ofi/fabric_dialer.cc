@@ -1,6 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "transport/ofi/fabric_dialer.h"
 
+#include <algorithm>
+
 #include "transport/ofi/listener.h"
 
 namespace optcast::transport::ofi {
@@ -31,11 +33,11 @@ class FabricRegistration final : public MemoryRegistration {
 Status FabricDialer::Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload,
                           std::unique_ptr<Connection>* out) {
   const std::string local = LocalHostToward(ep.host);
+  auto it = std::find_if(fabrics_.begin(), fabrics_.end(), [&](const auto& f) { return f.first == local; });
   std::shared_ptr<Fabric> fabric;
-  for (const auto& [address, f] : fabrics_) {
-    if (address == local) fabric = f;
-  }
-  if (!fabric) {
+  if (it != fabrics_.end()) {
+    fabric = it->second;
+  } else {
     OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), local, &fabric));
     fabrics_.emplace_back(local, fabric);
   }
