@@ -3,12 +3,48 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace optcast::server {
 
-uint64_t CollStateBytes(uint32_t nranks) { return sizeof(CollState) + 64 + nranks; }
+// A collective's `joined` set holds one entry per member, about 16 bytes each.
+uint64_t CollStateBytes(uint32_t members) { return sizeof(CollState) + 64 + uint64_t{members} * 16; }
 
-uint64_t SlotStateBytes(uint32_t nranks) {
-  return sizeof(Slot) + 64 + static_cast<uint64_t>(nranks) * (sizeof(std::shared_ptr<uint8_t>) + 1);
+uint64_t SlotStateBytes(uint32_t seats) {
+  return sizeof(Slot) + 64 + static_cast<uint64_t>(seats) * (sizeof(std::shared_ptr<uint8_t>) + 1);
+}
+
+ConnState* Job::ConnOf(uint32_t index) const {
+  auto it = participants.find(index);
+  return it == participants.end() ? nullptr : it->second.conn;
+}
+
+void Job::Attach(uint32_t index, ConnState* conn) {
+  Participant& p = participants[index];
+  if (p.conn == nullptr) ++connected;
+  p.conn = conn;
+}
+
+void Job::Detach(uint32_t index, const ConnState* conn, bool departed) {
+  auto it = participants.find(index);
+  if (it == participants.end()) return;
+  Participant& p = it->second;
+  if (p.conn != nullptr && p.conn == conn) {
+    p.conn = nullptr;
+    --connected;
+  }
+  if (departed && !p.departed) {
+    p.departed = true;
+    ++departed_count;
+  }
+}
+
+uint32_t Job::FirstDeparted() const {
+  uint32_t first = UINT32_MAX;
+  for (const auto& [index, p] : participants) {
+    if (p.departed) first = std::min(first, index);
+  }
+  return first;
 }
 
 std::string DescribeColl(const wire::CollDesc& d) {

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -57,8 +59,19 @@ struct CollState {
   // All-gather data may be ready for a rank before that rank has issued the collective; it is
   // held here until the rank's first chunk of this collective arrives (bounded by the senders'
   // windows, since they are acked only once their data went out).
-  std::vector<uint8_t> joined;  // by rank
+  std::unordered_set<uint32_t> joined;  // ranks whose chunks of this collective arrived here
   std::vector<std::shared_ptr<AgDelivery>> ag_waiting;
+  uint64_t state_bytes = 0;  // bookkeeping charged to the job for this collective
+};
+
+// A member of a job at this server: a rank, or in a tree a downstream server (known by the first
+// rank it admitted).
+struct Participant {
+  ConnState* conn = nullptr;  // nullptr once disconnected
+  bool departed = false;      // left the job; its rank cannot be taken again
+  // Chunks it sent that have no answer yet. A well-behaved client keeps this within its window;
+  // the server caps it so one rank cannot pile up state before the others join.
+  uint32_t open_chunks = 0;
 };
 
 // A job: a 128-bit id and its ranks' connections.
@@ -66,12 +79,11 @@ struct Job {
   wire::JobIdBytes id{};
   std::string hex;
   uint32_t nranks = 0;
-  std::vector<ConnState*> ranks;  // nullptr: not connected (yet or any more)
-  std::vector<uint8_t> departed;
+  // The members that joined here, by rank: as many entries as this server's fan-in, however
+  // many ranks the job has (in a tree most of them belong to other servers).
+  std::unordered_map<uint32_t, Participant> participants;
+  uint32_t connected = 0;  // participants with a connection
   uint32_t departed_count = 0;
-  // By rank: chunks it sent that have no answer yet. A well-behaved client keeps this within its
-  // window; the server caps it so one rank cannot pile up state before the others join.
-  std::vector<uint32_t> open_chunks;
   // Chunk buffers and per-chunk state of this job; its parent is the server's budget.
   std::shared_ptr<MemoryBudget> memory;
   uint64_t state_bytes = 0;  // per-collective and per-chunk state charged to `memory`
@@ -87,12 +99,21 @@ struct Job {
   uint32_t SeatOf(uint32_t index) const { return tree ? tree->members.seat(index) : index; }
   // How many seats a slot needs now (a tree's grows as members join, until it is sealed).
   uint32_t Seats() const { return tree ? static_cast<uint32_t>(tree->members.members()) : nranks; }
+
+  // The connection of member `index`, or nullptr if it is not (or no longer) connected here.
+  ConnState* ConnOf(uint32_t index) const;
+  // Records that member `index` joined here on `conn`.
+  void Attach(uint32_t index, ConnState* conn);
+  // Forgets the connection of member `index` if it is `conn`; `departed`: the member left the job.
+  void Detach(uint32_t index, const ConnState* conn, bool departed);
+  // The lowest rank that left the job, for error messages (only valid while departed_count > 0).
+  uint32_t FirstDeparted() const;
 };
 
 // Bookkeeping bytes charged per collective and per chunk position, so memory limits also bound
-// the state a job's metadata holds (it grows with the job's rank count).
-uint64_t CollStateBytes(uint32_t nranks);
-uint64_t SlotStateBytes(uint32_t nranks);
+// the state a job's metadata holds (it grows with the server's fan-in).
+uint64_t CollStateBytes(uint32_t members);
+uint64_t SlotStateBytes(uint32_t seats);
 
 // Describes a collective for error messages: "allreduce of 1024 float32 (sum)".
 std::string DescribeColl(const wire::CollDesc& d);

@@ -70,9 +70,13 @@ struct ConnState {
 
 namespace {
 
-// Per-chunk state grows with a job's rank count, and a hello is untrusted input: cap it so one
-// hello cannot make every chunk slot of its job allocate megabytes.
-constexpr uint32_t kMaxRanksPerJob = 8192;
+// Per-job and per-chunk state grows with a server's fan-in (a flat job's ranks; a tree job's
+// members here), and a hello is untrusted input: cap it so that one job cannot make every chunk
+// slot allocate megabytes.
+constexpr uint32_t kMaxFanIn = 8192;
+// A tree job's rank count costs nothing per rank at any one server; the cap only keeps rank
+// arithmetic far from overflow.
+constexpr uint32_t kMaxTreeRanks = 1u << 24;
 
 struct JobIdHash {
   size_t operator()(const wire::JobIdBytes& id) const {
@@ -439,9 +443,7 @@ class Server::Impl : public transport::MessageHandler {
       return;
     }
     if (why.code() == Code::kUnavailable) {
-      job->ranks[cs->rank] = nullptr;
-      if (!job->departed[cs->rank]) ++job->departed_count;
-      job->departed[cs->rank] = 1;
+      job->Detach(cs->rank, cs, /*departed=*/true);
       cs->job.reset();
       cs->dead = true;
       if (!job->colls.empty()) {
@@ -515,7 +517,7 @@ class Server::Impl : public transport::MessageHandler {
         ++it;
         continue;
       }
-      if (cs->job && cs->job->ranks[cs->rank] == cs) cs->job->ranks[cs->rank] = nullptr;
+      if (cs->job) cs->job->Detach(cs->rank, cs, /*departed=*/false);
       poller_.Remove(cs->conn->fd());
       it = conns_.erase(it);
     }
@@ -570,7 +572,7 @@ class Server::Impl : public transport::MessageHandler {
       const CollState& oldest = job->colls.begin()->second;
       std::vector<uint32_t> missing;
       auto check = [&](uint32_t r) {
-        bool lacks = job->ranks[r] == nullptr;
+        bool lacks = job->ConnOf(r) == nullptr;
         const uint32_t seat = job->SeatOf(r);
         for (const auto& [key, slot] : oldest.slots) {
           const bool expects = oldest.desc.coll != CollType::kAllGather || key.first == r;
@@ -635,26 +637,30 @@ class Server::Impl : public transport::MessageHandler {
                                                             wire::JobIdHex(h.job_id), h.rank, failed->second.text)));
     }
     const std::string hex = wire::JobIdHex(h.job_id);
-    if (h.nranks == 0 || h.nranks > kMaxRanksPerJob) {
-      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; a job on one server has 1..{} "
-                                                    "ranks (larger jobs need an aggregation tree)",
-                                                    hex, h.nranks, kMaxRanksPerJob)));
+    auto it = jobs_.find(h.job_id);
+    // A tree job (this server has a parent, or a downstream server joins, or joined before) keeps
+    // state for its members here only, so its rank count may exceed a server's fan-in.
+    const bool tree =
+        opts_.upstream || (h.flags & wire::kHelloFromServer) != 0 || (it != jobs_.end() && it->second->tree != nullptr);
+    const uint32_t max_ranks = tree ? kMaxTreeRanks : kMaxFanIn;
+    if (h.nranks == 0 || h.nranks > max_ranks) {
+      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; a job has 1..{} ranks {}", hex,
+                                                    h.nranks, max_ranks,
+                                                    tree ? "in an aggregation tree"
+                                                         : "on a flat server (larger jobs need an aggregation tree: "
+                                                           "start servers with --upstream or --topology)")));
     }
     if (h.rank >= h.nranks) {
       return Refuse(cs, InvalidArgument(fmt::format("rank {} is out of range for job {} of {} ranks; ranks are "
                                                     "0..{}",
                                                     h.rank, hex, h.nranks, h.nranks - 1)));
     }
-    auto it = jobs_.find(h.job_id);
     std::shared_ptr<Job> job;
     if (it == jobs_.end()) {
       job = std::make_shared<Job>();
       job->id = h.job_id;
       job->hex = hex;
       job->nranks = h.nranks;
-      job->ranks.assign(h.nranks, nullptr);
-      job->departed.assign(h.nranks, 0);
-      job->open_chunks.assign(h.nranks, 0);
       job->memory = std::make_shared<MemoryBudget>("--job-memory-limit", opts_.job_memory_limit, memory_);
       jobs_.emplace(h.job_id, job);
       jobs_active_.store(jobs_.size());
@@ -676,14 +682,21 @@ class Server::Impl : public transport::MessageHandler {
         FailJob(job, st.code(), st.message());
         return Refuse(cs, st);
       }
-      if (job->ranks[h.rank] != nullptr || job->departed[h.rank]) {
-        const std::string holder = job->ranks[h.rank] ? job->ranks[h.rank]->conn->peer() : "an earlier connection";
+      auto taken = job->participants.find(h.rank);
+      if (taken != job->participants.end() && (taken->second.conn != nullptr || taken->second.departed)) {
+        const std::string holder = taken->second.conn ? taken->second.conn->conn->peer() : "an earlier connection";
         return Refuse(cs, InvalidArgument(fmt::format("rank {} of job {} is already taken by {}; every process "
                                                       "needs its own rank",
                                                       h.rank, hex, holder)));
       }
+      if (taken == job->participants.end() && job->participants.size() >= kMaxFanIn) {
+        return Refuse(cs, ResourceExhausted(fmt::format("job {} already has {} members on this server, the most one "
+                                                        "server combines; spread its ranks over more leaf servers "
+                                                        "of an aggregation tree",
+                                                        hex, job->participants.size())));
+      }
     }
-    job->ranks[h.rank] = cs;
+    job->Attach(h.rank, cs);
     cs->job = job;
     cs->rank = h.rank;
     cs->server_member = (h.flags & wire::kHelloFromServer) != 0;
@@ -732,18 +745,17 @@ class Server::Impl : public transport::MessageHandler {
                                        DataTypeName(wire_type), payload_len, expect_bytes));
     }
     if (job->departed_count > 0 && job->colls.find(d.coll_seq) == job->colls.end()) {
-      const uint32_t r = static_cast<uint32_t>(std::find(job->departed.begin(), job->departed.end(), uint8_t{1}) -
-                                               job->departed.begin());
+      const uint32_t r = job->FirstDeparted();
       FailJob(job, Code::kPeerFailed,
               fmt::format("rank {} has left job {}, so collective #{} cannot complete", r, job->hex, d.coll_seq));
       return Status(Code::kCancelled, "job failed");
     }
-    if (job->open_chunks[cs->rank] >= opts_.max_open_chunks_per_rank) {
-      return FailJobForLimit(
-          job, fmt::format("rank {} of job {} has {} chunks on this server without an answer, the "
-                           "limit (--max-open-chunks={}); lower OPTCAST_WINDOW, or look for a "
-                           "rank that stopped calling collectives while this one ran ahead",
-                           cs->rank, job->hex, job->open_chunks[cs->rank], opts_.max_open_chunks_per_rank));
+    Participant& sender = job->participants.at(cs->rank);
+    if (sender.open_chunks >= opts_.max_open_chunks_per_rank) {
+      return FailJobForLimit(job, fmt::format("rank {} of job {} has {} chunks on this server without an answer, the "
+                                              "limit (--max-open-chunks={}); lower OPTCAST_WINDOW, or look for a "
+                                              "rank that stopped calling collectives while this one ran ahead",
+                                              cs->rank, job->hex, sender.open_chunks, opts_.max_open_chunks_per_rank));
     }
     auto cit = job->colls.find(d.coll_seq);
     if (cit == job->colls.end() && draining_) {
@@ -753,12 +765,13 @@ class Server::Impl : public transport::MessageHandler {
       return Status(Code::kCancelled, "job failed");
     }
     if (cit == job->colls.end()) {
-      OPTCAST_RETURN_IF_ERROR(ChargeState(job, CollStateBytes(job->nranks), "collective"));
+      const uint64_t state_bytes = CollStateBytes(job->Seats());
+      OPTCAST_RETURN_IF_ERROR(ChargeState(job, state_bytes, "collective"));
       cit = job->colls.try_emplace(d.coll_seq).first;
       CollState& coll = cit->second;
       coll.desc = d;
       coll.first_rank = cs->rank;
-      coll.joined.assign(job->nranks, 0);
+      coll.state_bytes = state_bytes;
       job->last_progress = Clock::now();
     }
     CollState& coll = cit->second;
@@ -767,8 +780,7 @@ class Server::Impl : public transport::MessageHandler {
       FailJob(job, Code::kMismatch, why);
       return Status(Code::kCancelled, "job failed");
     }
-    if (!coll.joined[cs->rank]) {
-      coll.joined[cs->rank] = 1;
+    if (coll.joined.insert(cs->rank).second) {
       // All-gather chunks that completed before this rank issued the collective.
       for (auto& delivery : coll.ag_waiting) {
         SendAgChunk(job, cs->rank, delivery);
@@ -819,7 +831,7 @@ class Server::Impl : public transport::MessageHandler {
     if (!buf) {
       return ResourceExhausted(fmt::format("cannot allocate {} bytes for a chunk", expect_bytes));
     }
-    ++job->open_chunks[cs->rank];
+    ++sender.open_chunks;
     slot.contribs[idx] = buf;
     cs->rx_dst = buf;
     *payload_dst = buf.get();
@@ -831,7 +843,7 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   void SendTo(Job& job, uint32_t rank, OutMessage msg) {
-    ConnState* cs = job.ranks[rank];
+    ConnState* cs = job.ConnOf(rank);
     if (cs == nullptr || cs->closing || cs->dead) return;
     bytes_out_ += msg.payload_len;
     metrics_.BytesOut(msg.payload_len);
@@ -864,7 +876,7 @@ class Server::Impl : public transport::MessageHandler {
       } else {
         for (uint32_t r = 0; r < job->nranks; ++r) {
           if (r == delivery->src) continue;
-          if (coll.joined[r]) {
+          if (coll.joined.count(r) != 0) {
             SendAgChunk(job, r, delivery);
           } else {
             ++delivery->not_joined;
@@ -969,7 +981,7 @@ class Server::Impl : public transport::MessageHandler {
     const uint32_t receivers = job->tree ? static_cast<uint32_t>(job->tree->members.seated().size()) : job->nranks;
     for (uint32_t i = 0; i < receivers; ++i) {
       const uint32_t r = job->tree ? job->tree->members.seated()[i] : i;
-      --job->open_chunks[r];
+      if (auto p = job->participants.find(r); p != job->participants.end()) --p->second.open_chunks;
       OutMessage m;
       if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
         wire::EncodeDoneTo(wire::MsgType::kResult, done,
@@ -995,7 +1007,7 @@ class Server::Impl : public transport::MessageHandler {
     if (coll.elems_done >= coll.desc.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
       metrics_.CollectiveDone(coll.desc.coll);
       job->colls.erase(cit);
-      ReleaseState(*job, CollStateBytes(job->nranks));
+      ReleaseState(*job, coll.state_bytes);
     }
   }
 
@@ -1028,7 +1040,7 @@ class Server::Impl : public transport::MessageHandler {
   void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done) {
     std::shared_ptr<Job> job = weak.lock();
     if (!job || job->failed) return;
-    --job->open_chunks[rank];
+    if (auto p = job->participants.find(rank); p != job->participants.end()) --p->second.open_chunks;
     SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
   }
 
@@ -1083,10 +1095,11 @@ class Server::Impl : public transport::MessageHandler {
     Log().warn("job {} failed: {}", job->hex, text);
     const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
     CloseUpstream(*job, wire::EncodeError(wire::ErrorMsg{code, seq, text}));
-    for (uint32_t r = 0; r < job->nranks; ++r) {
-      ConnState* cs = job->ranks[r];
+    for (auto& [index, p] : job->participants) {
+      ConnState* cs = p.conn;
       if (cs == nullptr) continue;
-      job->ranks[r] = nullptr;
+      p.conn = nullptr;
+      --job->connected;
       SendErrorAndClose(cs, Status(code, text), seq);
       cs->job.reset();
     }
@@ -1130,10 +1143,7 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   void MaybeRetireJob(const std::shared_ptr<Job>& job) {
-    for (uint32_t r = 0; r < job->nranks; ++r) {
-      if (job->ranks[r] != nullptr) return;
-    }
-    if (!job->colls.empty()) return;
+    if (job->connected != 0 || !job->colls.empty()) return;
     Log().info("job {} finished", job->hex);
     CloseUpstream(*job, wire::EncodeBye());
     jobs_.erase(job->id);

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-// A server of an aggregation tree keeps per-chunk state for its members (its fan-in), not for
-// every rank of the job: a leaf with one rank of a 4096-rank job charges a one-seat slot.
+// A server of an aggregation tree keeps per-job and per-chunk state for its members (its fan-in),
+// not for every rank of the job: a leaf with one rank of a 100 000-rank job charges a collective
+// and a slot for one member, and a flat server refuses such a job with the way out.
 
 #include <gtest/gtest.h>
 
@@ -36,7 +37,8 @@ TEST(TreeFanIn, SeatsFollowTheJoinOrder) {
 }
 
 TEST(TreeFanIn, LeafSlotStateFollowsItsMembersNotTheJobsRanks) {
-  constexpr uint32_t kRanks = 4096;
+  // More ranks than one server may combine (8192): a tree job is bounded by fan-in only.
+  constexpr uint32_t kRanks = 100000;
   server::ServerOptions options = e2e::TestServerOptions();
   options.job_timeout = milliseconds(1500);
   TreeFarm farm;
@@ -53,15 +55,30 @@ TEST(TreeFanIn, LeafSlotStateFollowsItsMembersNotTheJobsRanks) {
     if (status.ok()) status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
   });
   const uint64_t chunk = server::BufferPool::CapacityFor(16 * sizeof(float));
-  const uint64_t expected = chunk + server::CollStateBytes(kRanks) + server::SlotStateBytes(1);
+  const uint64_t expected = chunk + server::CollStateBytes(1) + server::SlotStateBytes(1);
   EXPECT_TRUE(e2e::WaitFor([&] { return leaf.stats().memory_used >= expected; }, milliseconds(5000)))
       << "memory used at the leaf: " << leaf.stats().memory_used;
   const uint64_t used = leaf.stats().memory_used;
   rank.join();
-  EXPECT_EQ(used, expected) << "the chunk buffer, the collective, and a slot with one seat";
+  EXPECT_EQ(used, expected) << "the chunk buffer, a collective and a slot with one member";
   EXPECT_LT(used + 8 * (kRanks - 1), chunk + server::CollStateBytes(kRanks) + server::SlotStateBytes(kRanks));
   EXPECT_FALSE(status.ok()) << "the job cannot complete without its other ranks";
   EXPECT_TRUE(e2e::WaitFor([&] { return leaf.stats().memory_used == 0; })) << "the failed job's memory is freed";
+}
+
+TEST(TreeFanIn, AFlatServerRefusesAJobWiderThanItsFanInAndNamesTheTree) {
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start({-1}, e2e::TestServerOptions()).ok());
+  std::unique_ptr<Communicator> comm;
+  Status status = e2e::MakeComm({farm.address(0)}, JobId::Random(), 100000, 0, e2e::CommConfig{}, &comm);
+  if (status.ok()) {
+    std::vector<float> in(16, 1.0f), out(16);
+    status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  }
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("nranks=100000"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("aggregation tree"), std::string::npos) << status.message();
+  EXPECT_EQ(farm.server(0).stats().jobs_active, 0u);
 }
 
 }  // namespace
