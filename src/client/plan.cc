@@ -12,17 +12,18 @@ int ServersToUse(DataType dtype, uint64_t count, int nservers) {
 }
 
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
-                          uint64_t max_payload) {
+                          uint64_t max_payload, const ChunkPolicy& policy) {
   const uint64_t esize = DataTypeSize(dtype);
   uint64_t bytes;
   if (override_bytes > 0) {
     bytes = override_bytes;
   } else {
     // Many small chunks keep the pipeline short at both ends of a collective (the first result
-    // returns early, the last uploads are not followed by a long tail of results), while 32 KiB
-    // keeps per-message costs small.
+    // returns early, the last uploads are not followed by a long tail of results), while the
+    // policy's floor keeps per-message costs small.
     const uint64_t shard_bytes = Shard(count, nservers, 0).len * esize;
-    bytes = std::clamp<uint64_t>((shard_bytes / 16 + 4095) / 4096 * 4096, kMinChunkBytes, kMaxChunkBytes);
+    bytes = std::clamp<uint64_t>((shard_bytes / policy.shard_divisor + 4095) / 4096 * 4096, policy.min_bytes,
+                                 policy.max_bytes);
   }
   bytes = std::min<uint64_t>(bytes, max_payload);
   // The wire carries a chunk's element count in 32 bits.

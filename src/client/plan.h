@@ -23,13 +23,25 @@ using optcast::Shard;
 inline constexpr uint64_t kMinShardBytes = 16 * 1024;
 int ServersToUse(DataType dtype, uint64_t count, int nservers);
 
-// Elements per chunk. `override_bytes` > 0 wins; otherwise a sixteenth of the largest shard,
-// between kMinChunkBytes and kMaxChunkBytes, so a large message is pipelined and a small one is
-// one chunk.
+// How a transport wants a shard cut: a `shard_divisor`th of it, between `min_bytes` and
+// `max_bytes`, so a large message is pipelined and a small one is one chunk.
+struct ChunkPolicy {
+  uint64_t min_bytes;
+  uint64_t max_bytes;
+  uint64_t shard_divisor;
+};
+// Byte streams (tcp): a message costs little beyond its bytes, so many small chunks keep the
+// pipeline short at both ends.
 inline constexpr uint64_t kMinChunkBytes = 32 * 1024;
 inline constexpr uint64_t kMaxChunkBytes = 64 * 1024;
+inline constexpr ChunkPolicy kStreamChunks{kMinChunkBytes, kMaxChunkBytes, 16};
+// Fabrics (ofi): every message pays a completion and, above the provider's eager size, a
+// rendezvous round trip, so fewer, larger chunks (docs/benchmarks.md, "chunk size over ofi").
+inline constexpr ChunkPolicy kFabricChunks{256 * 1024, 1024 * 1024, 4};
+
+// Elements per chunk: `override_bytes` > 0 wins; otherwise `policy`'s share of the largest shard.
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
-                          uint64_t max_payload);
+                          uint64_t max_payload, const ChunkPolicy& policy = kStreamChunks);
 
 // Bytes in flight per server connection (at least kMinWindowChunks chunks, at most
 // kMaxWindowChunks). More than the path needs only adds a tail of results after the last upload.

@@ -180,6 +180,24 @@ TEST(PlanChunkElems, AutomaticChoiceBetweenMinAndMaxChunkBytes) {
   }
 }
 
+TEST(PlanChunkElems, FabricPolicyCutsAQuarterOfTheShardBetween256KiBAnd1MiB) {
+  const uint64_t big_payload = 64u << 20;
+  const auto f32 = DataType::kFloat32;
+  auto chunk_bytes = [&](uint64_t message_bytes, int nservers) {
+    return ChooseChunkElems(f32, message_bytes / 4, nservers, 0, big_payload, kFabricChunks) * 4;
+  };
+  EXPECT_EQ(chunk_bytes(4096, 2), 256u << 10) << "a small message is one chunk of the floor";
+  EXPECT_EQ(chunk_bytes(uint64_t{4} << 20, 2), 512u << 10) << "4 MiB over 2 servers: a quarter of 2 MiB";
+  EXPECT_EQ(chunk_bytes(uint64_t{6} << 20, 2), 768u << 10);
+  EXPECT_EQ(chunk_bytes(uint64_t{256} << 20, 2), 1u << 20) << "capped at 1 MiB";
+  EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 4096, big_payload, kFabricChunks), 1024u)
+      << "an override still wins";
+  EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 0, 64 << 10, kFabricChunks), (64u << 10) / 4)
+      << "and the servers' max payload still caps";
+  // The stream policy is the default and unchanged.
+  EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 0, big_payload), kMaxChunkBytes / 4);
+}
+
 TEST(PlanChunkElems, ChunkCountFitsTheWireField) {
   // ChunkRef::count is 32 bits: whatever the override and the servers' max_payload, a chunk must
   // not hold more elements than the field can carry.
