@@ -11,8 +11,8 @@ int ServersToUse(DataType dtype, uint64_t count, int nservers) {
   return static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nservers), by_size));
 }
 
-uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
-                          uint64_t max_payload, const ChunkPolicy& policy) {
+uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,
+                          const ChunkPolicy& policy) {
   const uint64_t esize = DataTypeSize(dtype);
   uint64_t bytes;
   if (override_bytes > 0) {

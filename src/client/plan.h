@@ -40,8 +40,8 @@ inline constexpr ChunkPolicy kStreamChunks{kMinChunkBytes, kMaxChunkBytes, 16};
 inline constexpr ChunkPolicy kFabricChunks{256 * 1024, 1024 * 1024, 4};
 
 // Elements per chunk: `override_bytes` > 0 wins; otherwise `policy`'s share of the largest shard.
-uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes,
-                          uint64_t max_payload, const ChunkPolicy& policy = kStreamChunks);
+uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,
+                          const ChunkPolicy& policy = kStreamChunks);
 
 // Bytes in flight per server connection (at least kMinWindowChunks chunks, at most
 // kMaxWindowChunks). More than the path needs only adds a tail of results after the last upload.

@@ -376,8 +376,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       // Small collectives use fewer servers; rotating the first one spreads them over all.
       const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
       const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks : kStreamChunks;
-      const uint64_t chunk_elems =
-          ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
+      const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
       for (int j = 0; j < used; ++j) {
         ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, used, j, chunk_elems);
         if (plan.server_elems == 0) continue;

@@ -2,6 +2,8 @@
 // Striping and chunking arithmetic (client/plan.h), checked against independent definitions and
 // against what the server accepts (server/job.h ValidateChunk).
 
+#include "client/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "client/plan.h"
 #include "server/job.h"
 
 namespace optcast::client {
@@ -19,8 +20,8 @@ namespace {
 constexpr CollType kColls[] = {CollType::kAllReduce, CollType::kReduceScatter, CollType::kAllGather};
 
 std::string Where(CollType coll, uint64_t count, int nranks, int rank, int nservers, int server, uint64_t ce) {
-  return std::string(CollTypeName(coll)) + " count=" + std::to_string(count) + " nranks=" +
-         std::to_string(nranks) + " rank=" + std::to_string(rank) + " nservers=" + std::to_string(nservers) +
+  return std::string(CollTypeName(coll)) + " count=" + std::to_string(count) + " nranks=" + std::to_string(nranks) +
+         " rank=" + std::to_string(rank) + " nservers=" + std::to_string(nservers) +
          " server=" + std::to_string(server) + " chunk_elems=" + std::to_string(ce);
 }
 
@@ -117,7 +118,8 @@ TEST(PlanChunkElems, MaxPayloadCaps) {
   for (int dt = 0; dt < kNumDataTypes; ++dt) {
     const auto dtype = static_cast<DataType>(dt);
     const uint64_t es = DataTypeSize(dtype);
-    for (uint64_t maxp : {uint64_t{1}, uint64_t{7}, uint64_t{4096}, uint64_t{30000}}) {  // all below the automatic floor
+    for (uint64_t maxp :
+         {uint64_t{1}, uint64_t{7}, uint64_t{4096}, uint64_t{30000}}) {  // all below the automatic floor
       // Override above the cap.
       EXPECT_EQ(ChooseChunkElems(dtype, 1 << 20, 1, 1u << 30, maxp), std::max<uint64_t>(1, maxp / es));
       // Automatic choice above the cap.
