@@ -32,6 +32,7 @@ struct Flags {
   std::string job_memory_limit = "0";
   uint32_t max_connections = 0;
   uint32_t max_open_chunks = 1024;
+  uint32_t max_fan_in = 8192;
   std::string secret_file;
   bool insecure = false;
   int shutdown_timeout_ms = 30000;
@@ -166,6 +167,7 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   opts->reduce_threads = f.reduce_threads;
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
+  opts->max_fan_in = f.max_fan_in;
   if (f.transport.empty()) {
     OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &opts->transport));
   } else {
@@ -221,6 +223,11 @@ std::function<int()> AddServerCommand(CLI::App& app) {
   cmd->add_option("--max-open-chunks", flags->max_open_chunks, "Chunks one rank may have sent without an answer yet")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-fan-in", flags->max_fan_in,
+                  "Members of one job this server combines: a flat job's ranks, or a tree job's ranks and child "
+                  "servers here")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--shutdown-timeout-ms", flags->shutdown_timeout_ms,
                   "On SIGTERM/SIGINT, how long collectives in flight may take to finish before the server exits")
       ->capture_default_str()

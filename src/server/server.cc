@@ -70,10 +70,6 @@ struct ConnState {
 
 namespace {
 
-// Per-job and per-chunk state grows with a server's fan-in (a flat job's ranks; a tree job's
-// members here), and a hello is untrusted input: cap it so that one job cannot make every chunk
-// slot allocate megabytes.
-constexpr uint32_t kMaxFanIn = 8192;
 // A tree job's rank count costs nothing per rank at any one server; the cap only keeps rank
 // arithmetic far from overflow.
 constexpr uint32_t kMaxTreeRanks = 1u << 24;
@@ -642,13 +638,15 @@ class Server::Impl : public transport::MessageHandler {
     // state for its members here only, so its rank count may exceed a server's fan-in.
     const bool tree =
         opts_.upstream || (h.flags & wire::kHelloFromServer) != 0 || (it != jobs_.end() && it->second->tree != nullptr);
-    const uint32_t max_ranks = tree ? kMaxTreeRanks : kMaxFanIn;
+    // Per-job and per-chunk state grow with the fan-in, and a hello is untrusted input: the cap
+    // keeps one job from making every chunk slot allocate megabytes.
+    const uint32_t max_ranks = tree ? kMaxTreeRanks : opts_.max_fan_in;
     if (h.nranks == 0 || h.nranks > max_ranks) {
-      return Refuse(cs, InvalidArgument(fmt::format("hello for job {} with nranks={}; a job has 1..{} ranks {}", hex,
-                                                    h.nranks, max_ranks,
-                                                    tree ? "in an aggregation tree"
-                                                         : "on a flat server (larger jobs need an aggregation tree: "
-                                                           "start servers with --upstream or --topology)")));
+      return Refuse(cs, InvalidArgument(fmt::format(
+                            "hello for job {} with nranks={}; a job has 1..{} ranks {}", hex, h.nranks, max_ranks,
+                            tree ? "in an aggregation tree"
+                                 : "on a flat server (--max-fan-in); larger jobs need an aggregation tree: start "
+                                   "servers with --upstream or --topology")));
     }
     if (h.rank >= h.nranks) {
       return Refuse(cs, InvalidArgument(fmt::format("rank {} is out of range for job {} of {} ranks; ranks are "
@@ -689,11 +687,11 @@ class Server::Impl : public transport::MessageHandler {
                                                       "needs its own rank",
                                                       h.rank, hex, holder)));
       }
-      if (taken == job->participants.end() && job->participants.size() >= kMaxFanIn) {
-        return Refuse(cs, ResourceExhausted(fmt::format("job {} already has {} members on this server, the most one "
-                                                        "server combines; spread its ranks over more leaf servers "
-                                                        "of an aggregation tree",
-                                                        hex, job->participants.size())));
+      if (taken == job->participants.end() && job->participants.size() >= opts_.max_fan_in) {
+        return Refuse(cs, ResourceExhausted(fmt::format("rank {} cannot join job {}: this server already combines {} "
+                                                        "members of it, its limit (--max-fan-in={}); spread the "
+                                                        "job's ranks over more leaf servers of the tree",
+                                                        h.rank, hex, job->participants.size(), opts_.max_fan_in)));
       }
     }
     job->Attach(h.rank, cs);

@@ -39,6 +39,9 @@ struct ServerOptions {
   uint32_t max_connections = 0;
   // Chunks one rank may have sent without an answer yet; clients keep a window far below this.
   uint32_t max_open_chunks_per_rank = 1024;
+  // Members of one job this server combines: a flat job's ranks, or a tree job's ranks and
+  // downstream servers here. Per-job and per-chunk state grow with it.
+  uint32_t max_fan_in = 8192;
   // The deployment secret (auth/secret.h). When set, every hello must prove it (auth/proof.h).
   std::string secret;
   // Without a secret the server refuses to listen beyond loopback unless this is set.

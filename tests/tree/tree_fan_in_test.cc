@@ -81,5 +81,55 @@ TEST(TreeFanIn, AFlatServerRefusesAJobWiderThanItsFanInAndNamesTheTree) {
   EXPECT_EQ(farm.server(0).stats().jobs_active, 0u);
 }
 
+// The first error a rank sees: from joining, or from its first collective.
+Status JoinAndAllReduce(const std::string& server, const JobId& job, int nranks, int rank,
+                        std::unique_ptr<Communicator>* comm) {
+  Status status = e2e::MakeComm({server}, job, nranks, rank, e2e::CommConfig{}, comm);
+  if (!status.ok()) return status;
+  std::vector<float> in(16, 1.0f), out(16);
+  return (*comm)->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+}
+
+TEST(TreeFanIn, AFlatJobWiderThanMaxFanInIsRefusedNamingTheFlag) {
+  server::ServerOptions options = e2e::TestServerOptions();
+  options.max_fan_in = 2;
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start({-1}, options).ok());
+  std::unique_ptr<Communicator> comm;
+  const Status status = JoinAndAllReduce(farm.address(0), JobId::Random(), 3, 0, &comm);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("nranks=3"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("--max-fan-in"), std::string::npos) << status.message();
+}
+
+TEST(TreeFanIn, ALeafRefusesTheMemberBeyondMaxFanInNamingTheLimit) {
+  server::ServerOptions options = e2e::TestServerOptions();
+  options.max_fan_in = 2;
+  options.job_timeout = milliseconds(1500);
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start({-1, 0}, options).ok());
+  const JobId job = JobId::Random();
+  // Two ranks of a three-rank tree job fill the leaf; they wait for the third.
+  std::unique_ptr<Communicator> comms[3];
+  Status waiting[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(e2e::MakeComm({farm.address(1)}, job, 3, r, e2e::CommConfig{}, &comms[r]).ok());
+  }
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      std::vector<float> in(16, 1.0f), out(16);
+      waiting[r] = comms[r]->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+    });
+  }
+  const Status third = JoinAndAllReduce(farm.address(1), job, 3, 2, &comms[2]);
+  for (auto& t : ranks) t.join();
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.message().find("--max-fan-in=2"), std::string::npos) << third.message();
+  EXPECT_NE(third.message().find("rank 2"), std::string::npos) << third.message();
+  for (const Status& st : waiting) EXPECT_FALSE(st.ok()) << "the job cannot complete without its third rank";
+  EXPECT_TRUE(e2e::WaitFor([&] { return farm.server(1).stats().memory_used == 0; }));
+}
+
 }  // namespace
 }  // namespace optcast::tree
