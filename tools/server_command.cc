@@ -143,6 +143,7 @@ Status TreeOptions(const Flags& f, server::ServerOptions* opts) {
   }
   if (f.listen.empty()) opts->listen = transport::Endpoint{opts->listen.host, me->address.port};
   if (!me->parent.empty()) opts->upstream = topo.Find(me->parent)->address;
+  opts->tree_root = me->parent.empty() && !topo.Children(me->name).empty();
   Log().info("topology {}: server '{}' at depth {}, parent {}, {} child server(s)", f.topology, me->name,
              topo.Depth(me->name), me->parent.empty() ? "(none: the root)" : me->parent,
              topo.Children(me->name).size());

@@ -636,8 +636,8 @@ class Server::Impl : public transport::MessageHandler {
     auto it = jobs_.find(h.job_id);
     // A tree job (this server has a parent, or a downstream server joins, or joined before) keeps
     // state for its members here only, so its rank count may exceed a server's fan-in.
-    const bool tree =
-        opts_.upstream || (h.flags & wire::kHelloFromServer) != 0 || (it != jobs_.end() && it->second->tree != nullptr);
+    const bool tree = opts_.upstream || opts_.tree_root || (h.flags & wire::kHelloFromServer) != 0 ||
+                      (it != jobs_.end() && it->second->tree != nullptr);
     // Per-job and per-chunk state grow with the fan-in, and a hello is untrusted input: the cap
     // keeps one job from making every chunk slot allocate megabytes.
     const uint32_t max_ranks = tree ? kMaxTreeRanks : opts_.max_fan_in;
@@ -646,7 +646,7 @@ class Server::Impl : public transport::MessageHandler {
                             "hello for job {} with nranks={}; a job has 1..{} ranks {}", hex, h.nranks, max_ranks,
                             tree ? "in an aggregation tree"
                                  : "on a flat server (--max-fan-in); larger jobs need an aggregation tree: start "
-                                   "servers with --upstream or --topology")));
+                                   "servers with --upstream or --topology (a tree's root with --topology too)")));
     }
     if (h.rank >= h.nranks) {
       return Refuse(cs, InvalidArgument(fmt::format("rank {} is out of range for job {} of {} ranks; ranks are "
@@ -664,6 +664,8 @@ class Server::Impl : public transport::MessageHandler {
       jobs_active_.store(jobs_.size());
       metrics_.JobCreated();
       Log().info("job {} created ({} ranks)", hex, h.nranks);
+      // Too wide to be flat here: a tree job from its first hello, with state per member.
+      if (!opts_.upstream && h.nranks > opts_.max_fan_in) job->tree = std::make_unique<TreeState>(h.nranks);
       if (opts_.upstream) {
         if (Status st = OpenUpstream(job, h.rank); !st.ok()) {
           FailJob(job, st.code(), st.message());
@@ -763,7 +765,8 @@ class Server::Impl : public transport::MessageHandler {
       return Status(Code::kCancelled, "job failed");
     }
     if (cit == job->colls.end()) {
-      const uint64_t state_bytes = CollStateBytes(job->Seats());
+      // Charged as members join it (below): a tree's seats grow until it is sealed.
+      const uint64_t state_bytes = CollStateBytes(0);
       OPTCAST_RETURN_IF_ERROR(ChargeState(job, state_bytes, "collective"));
       cit = job->colls.try_emplace(d.coll_seq).first;
       CollState& coll = cit->second;
@@ -778,7 +781,11 @@ class Server::Impl : public transport::MessageHandler {
       FailJob(job, Code::kMismatch, why);
       return Status(Code::kCancelled, "job failed");
     }
-    if (coll.joined.insert(cs->rank).second) {
+    if (coll.joined.count(cs->rank) == 0) {
+      const uint64_t member_bytes = CollStateBytes(1) - CollStateBytes(0);
+      OPTCAST_RETURN_IF_ERROR(ChargeState(job, member_bytes, "collective"));
+      coll.state_bytes += member_bytes;
+      coll.joined.insert(cs->rank);
       // All-gather chunks that completed before this rank issued the collective.
       for (auto& delivery : coll.ag_waiting) {
         SendAgChunk(job, cs->rank, delivery);
@@ -1004,8 +1011,9 @@ class Server::Impl : public transport::MessageHandler {
     RecycleSlot(coll.slots.extract(sit));
     if (coll.elems_done >= coll.desc.server_elems && coll.slots.empty() && coll.ag_waiting.empty()) {
       metrics_.CollectiveDone(coll.desc.coll);
-      job->colls.erase(cit);
-      ReleaseState(*job, coll.state_bytes);
+      const uint64_t state_bytes = coll.state_bytes;
+      job->colls.erase(cit);  // `coll` is gone
+      ReleaseState(*job, state_bytes);
     }
   }
 
@@ -1085,7 +1093,8 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   // Ends a job: every rank gets the error, the job's memory is freed, other jobs are untouched.
-  void FailJob(const std::shared_ptr<Job>& job, Code code, const std::string& text) {
+  // `job` by value: callers may pass a connection's own `cs->job`, which the loop below resets.
+  void FailJob(std::shared_ptr<Job> job, Code code, const std::string& text) {
     if (job->failed) return;
     job->failed = true;
     ++jobs_failed_;

@@ -42,6 +42,9 @@ struct ServerOptions {
   // Members of one job this server combines: a flat job's ranks, or a tree job's ranks and
   // downstream servers here. Per-job and per-chunk state grow with it.
   uint32_t max_fan_in = 8192;
+  // This server is the root of an aggregation tree (its --topology entry has children): a job
+  // wider than max_fan_in is a tree job from its first hello, even one from a rank of its own.
+  bool tree_root = false;
   // The deployment secret (auth/secret.h). When set, every hello must prove it (auth/proof.h).
   std::string secret;
   // Without a secret the server refuses to listen beyond loopback unless this is set.

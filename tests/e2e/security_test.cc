@@ -263,7 +263,7 @@ TEST(E2eSecurity, AllGatherDataForAbsentRanksIsHeldOncePerChunk) {
   ASSERT_TRUE(SendRaw(fd, burst));
   ASSERT_TRUE(WaitFor([&] { return farm.server(0).stats().chunks_reduced >= kChunks; }))
       << farm.server(0).stats().chunks_reduced;
-  // Per collective: its state (a byte per rank) and one 4 KiB buffer; nothing per absent rank.
+  // Per collective: its state (at most an entry per rank) and one 4 KiB buffer; nothing per absent rank.
   const uint64_t bound = kChunks * (server::CollStateBytes(kRanks) + 4096 + 1024);
   EXPECT_LE(farm.server(0).stats().memory_used, bound);
   // The server stays responsive for other jobs meanwhile.

@@ -66,6 +66,32 @@ TEST(TreeFanIn, LeafSlotStateFollowsItsMembersNotTheJobsRanks) {
   EXPECT_TRUE(e2e::WaitFor([&] { return leaf.stats().memory_used == 0; })) << "the failed job's memory is freed";
 }
 
+TEST(TreeFanIn, ATreeRootTakesAWideJobsOwnRankBeforeAnyChildServerJoins) {
+  constexpr uint32_t kRanks = 100000;
+  server::ServerOptions options = e2e::TestServerOptions();
+  options.job_timeout = milliseconds(1500);
+  options.tree_root = true;  // as --topology sets it at a root with children
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start({-1}, options).ok());
+  server::Server& root = farm.server(0);
+  Status status;
+  std::thread rank([&] {
+    std::unique_ptr<Communicator> comm;
+    status = e2e::MakeComm({farm.address(0)}, JobId::Random(), kRanks, 0, e2e::CommConfig{}, &comm);
+    std::vector<float> in(16, 1.0f), out(16);
+    if (status.ok()) status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  });
+  const uint64_t expected =
+      server::BufferPool::CapacityFor(16 * sizeof(float)) + server::CollStateBytes(1) + server::SlotStateBytes(1);
+  EXPECT_TRUE(e2e::WaitFor([&] { return root.stats().memory_used >= expected; }, milliseconds(5000)))
+      << "memory used at the root: " << root.stats().memory_used;
+  EXPECT_EQ(root.stats().memory_used, expected) << "state for the one member, not for the job's ranks";
+  rank.join();
+  ASSERT_FALSE(status.ok()) << "the job cannot complete without its other ranks";
+  EXPECT_NE(status.message().find("of the job's 100000 ranks have joined the tree"), std::string::npos)
+      << status.message();
+}
+
 TEST(TreeFanIn, AFlatServerRefusesAJobWiderThanItsFanInAndNamesTheTree) {
   TreeFarm farm;
   ASSERT_TRUE(farm.Start({-1}, e2e::TestServerOptions()).ok());
