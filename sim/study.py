@@ -25,13 +25,16 @@ RACK = 32
 
 # Runs that cost far more than the rest (docs/scale.md, "Cost"); left out unless --full. Flat
 # servers at 1024 workers and 64 MiB play 4.2 million messages (several minutes of CPU each);
+# flat servers with M = n/4 from 256 workers share each server port among hundreds of flows, and
 # trees with a leaf per worker at 256 or more workers and 64 MiB couple about a thousand flows per
-# rack in one max-min system that SimGrid re-solves at every completion (hours).
+# rack, in one max-min system that SimGrid re-solves at every completion (10 minutes to hours).
 def too_costly(label, n, size):
     if size < 64 * MIB:
         return False
     if label.startswith("tree"):
         return n >= 1024 or (n >= 256 and label == "tree M=n")
+    if label == "servers M=n/4":
+        return n >= 256
     return n >= 1024 and label != "ring"
 
 
