@@ -468,11 +468,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const size_t n = std::min<size_t>(servers_.size(), 64);
     for (size_t i = 0; i < n; ++i) {
       // A failed link is polled for nothing (fd -1), so it cannot wake us.
-      fds[i] = {servers_[i].failed ? -1 : servers_[i].conn->fd(),
-                static_cast<short>(
-                    POLLIN |
-                    (servers_[i].conn->HasPendingWrites() && !servers_[i].conn->WritesSignalReadable() ? POLLOUT : 0)),
-                0};
+      const ServerLink& s = servers_[i];
+      fds[i] = {
+          s.failed ? -1 : s.conn->fd(),
+          static_cast<short>(
+              s.failed ? 0 : POLLIN | (s.conn->HasPendingWrites() && !s.conn->WritesSignalReadable() ? POLLOUT : 0)),
+          0};
     }
     int rc = ::poll(fds, n, timeout_ms);
     if (rc > 0) {
@@ -525,7 +526,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (link.failed) return;
     link.failed = true;
     link.queue.clear();
-    link.conn->DropPendingWrites();
+    link.rx_req = nullptr;
+    if (link.conn) link.conn->DropPendingWrites();
     if (broken_.ok()) {
       broken_ = why;
       Log().error("rank {}: {}", opts_.rank, why.message());
@@ -553,7 +555,15 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       for (auto it = s.queue.begin(); it != s.queue.end();) {
         it = seqs.count(it->req->seq) ? s.queue.erase(it) : it + 1;
       }
-      if (!s.failed) s.conn->DetachPayloads([&](uint64_t tag) { return seqs.count(tag) > 0; });
+      if (s.failed) continue;
+      if (s.rx_req != nullptr && seqs.count(s.rx_req->seq) != 0) {
+        // A result is still landing in a buffer that goes back to the caller: the connection
+        // goes, so that nothing writes there any more, and with it what else waited on it.
+        s.conn.reset();
+        FailLink(s, why);
+        continue;
+      }
+      s.conn->DetachPayloads([&](uint64_t tag) { return seqs.count(tag) > 0; });
     }
     for (Request* r : reqs) {
       r->status = why;
