@@ -105,6 +105,62 @@ TEST(TreeProcess, TopologyFileDepth3) {
   std::remove(path);
 }
 
+// A root named by --topology takes a job wider than its --max-fan-in from the first hello on,
+// even when that hello is from one of its own ranks and no child server has joined yet.
+TEST(TreeProcess, TopologyRootTakesAWideJobWhoseOwnRankSaysHelloFirst) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  const char* names[] = {"spine", "rack-a", "rack-b"};
+  std::vector<uint16_t> ports;
+  std::string yaml = "servers:\n";
+  for (int i = 0; i < 3; ++i) {
+    ports.push_back(FreePort());
+    ASSERT_NE(ports.back(), 0);
+    yaml += std::string("  - name: ") + names[i] + "\n    address: 127.0.0.1:" + std::to_string(ports.back()) + "\n";
+    if (i > 0) yaml += "    parent: spine\n";
+  }
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << yaml;
+  std::vector<std::unique_ptr<daemon::ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<daemon::ServerProcess>());
+    const Status st =
+        servers.back()->Start({"--topology", path, "--name", names[i], "--reduce-threads", "0", "--max-fan-in", "3"});
+    ASSERT_TRUE(st.ok()) << names[i] << ": " << st.ToString();
+  }
+  // Nodes: 0 spine, 1 rack-a, 2 rack-b. Five ranks, more than a server may combine (3); rank 4
+  // talks to the spine and says hello before anyone else.
+  const TreeShape shape{{-1, 0, 0}, {1, 2, 1, 2, 0}};
+  const int n = static_cast<int>(shape.rank_node.size());
+  const JobId job = JobId::Random();
+  std::vector<std::unique_ptr<Communicator>> comms(n);
+  e2e::CommConfig config;
+  config.chunk_bytes = 8192;
+  const Status first = e2e::MakeComm({servers[0]->address()}, job, n, 4, config, &comms[4]);
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  const size_t count = 5000;
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      if (!comms[r]) st[r] = e2e::MakeComm({servers[shape.rank_node[r]]->address()}, job, n, r, config, &comms[r]);
+      if (!st[r].ok()) return;
+      std::vector<float> in(count), got(count);
+      e2e::FillInput(DataType::kFloat32, RedOp::kSum, 77, r, 0, count, in.data());
+      st[r] = comms[r]->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+      if (st[r].ok()) {
+        const std::string err = VerifyTree(shape, got.data(), DataType::kFloat32, RedOp::kSum, 77, count);
+        if (!err.empty()) st[r] = InternalError(err);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  std::remove(path);
+}
+
 // Bad tree flags stop the server at start with the reason.
 TEST(TreeProcess, BadTreeFlagsAreRefused) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
