@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optcast/status.h"
@@ -59,7 +60,7 @@ class UpstreamLink {
 
   // Messages to the parent wait here until the welcome.
   void Hold(transport::OutMessage msg) { held_.push_back(std::move(msg)); }
-  std::deque<transport::OutMessage> TakeHeld() { return std::move(held_); }
+  std::deque<transport::OutMessage> TakeHeld() { return std::exchange(held_, {}); }
 
   // The job ended before the parent's welcome: the farewell (Bye or Error) is held, and the
   // connection closes once it is sent, so that the parent learns why instead of waiting.
