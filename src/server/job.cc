@@ -39,6 +39,12 @@ void Job::Detach(uint32_t index, const ConnState* conn, bool departed) {
   }
 }
 
+void Job::Answered(uint32_t index) {
+  if (auto it = participants.find(index); it != participants.end() && it->second.open_chunks > 0) {
+    --it->second.open_chunks;
+  }
+}
+
 uint32_t Job::FirstDeparted() const {
   uint32_t first = UINT32_MAX;
   for (const auto& [index, p] : participants) {

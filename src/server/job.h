@@ -106,6 +106,8 @@ struct Job {
   void Attach(uint32_t index, ConnState* conn);
   // Forgets the connection of member `index` if it is `conn`; `departed`: the member left the job.
   void Detach(uint32_t index, const ConnState* conn, bool departed);
+  // One chunk member `index` sent has been answered (a result or an ack went back).
+  void Answered(uint32_t index);
   // The lowest rank that left the job, for error messages (only valid while departed_count > 0).
   uint32_t FirstDeparted() const;
 };

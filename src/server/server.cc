@@ -986,7 +986,7 @@ class Server::Impl : public transport::MessageHandler {
     const uint32_t receivers = job->tree ? static_cast<uint32_t>(job->tree->members.seated().size()) : job->nranks;
     for (uint32_t i = 0; i < receivers; ++i) {
       const uint32_t r = job->tree ? job->tree->members.seated()[i] : i;
-      if (auto p = job->participants.find(r); p != job->participants.end()) --p->second.open_chunks;
+      job->Answered(r);
       OutMessage m;
       if (d.coll == CollType::kAllReduce || r == slot.ref.segment) {
         wire::EncodeDoneTo(wire::MsgType::kResult, done,
@@ -1046,7 +1046,7 @@ class Server::Impl : public transport::MessageHandler {
   void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done) {
     std::shared_ptr<Job> job = weak.lock();
     if (!job || job->failed) return;
-    if (auto p = job->participants.find(rank); p != job->participants.end()) --p->second.open_chunks;
+    job->Answered(rank);
     SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
   }
 
@@ -1105,8 +1105,7 @@ class Server::Impl : public transport::MessageHandler {
     for (auto& [index, p] : job->participants) {
       ConnState* cs = p.conn;
       if (cs == nullptr) continue;
-      p.conn = nullptr;
-      --job->connected;
+      job->Detach(index, cs, /*departed=*/false);
       SendErrorAndClose(cs, Status(code, text), seq);
       cs->job.reset();
     }

@@ -22,6 +22,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// The first error a rank sees: from joining, or from its first collective.
+Status JoinAndAllReduce(const std::string& server, const JobId& job, int nranks, int rank,
+                        std::unique_ptr<Communicator>* comm) {
+  Status status = e2e::MakeComm({server}, job, nranks, rank, e2e::CommConfig{}, comm);
+  if (!status.ok()) return status;
+  std::vector<float> in(16, 1.0f), out(16);
+  return (*comm)->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+}
+
 TEST(TreeFanIn, SeatsFollowTheJoinOrder) {
   server::TreeMembership m(1000);
   ASSERT_TRUE(m.Add(700, false).ok());
@@ -50,9 +59,7 @@ TEST(TreeFanIn, LeafSlotStateFollowsItsMembersNotTheJobsRanks) {
   Status status;
   std::thread rank([&] {
     std::unique_ptr<Communicator> comm;
-    status = e2e::MakeComm({farm.address(1)}, JobId::Random(), kRanks, 0, e2e::CommConfig{}, &comm);
-    std::vector<float> in(16, 1.0f), out(16);
-    if (status.ok()) status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+    status = JoinAndAllReduce(farm.address(1), JobId::Random(), kRanks, 0, &comm);
   });
   const uint64_t chunk = server::BufferPool::CapacityFor(16 * sizeof(float));
   const uint64_t expected = chunk + server::CollStateBytes(1) + server::SlotStateBytes(1);
@@ -77,9 +84,7 @@ TEST(TreeFanIn, ATreeRootTakesAWideJobsOwnRankBeforeAnyChildServerJoins) {
   Status status;
   std::thread rank([&] {
     std::unique_ptr<Communicator> comm;
-    status = e2e::MakeComm({farm.address(0)}, JobId::Random(), kRanks, 0, e2e::CommConfig{}, &comm);
-    std::vector<float> in(16, 1.0f), out(16);
-    if (status.ok()) status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+    status = JoinAndAllReduce(farm.address(0), JobId::Random(), kRanks, 0, &comm);
   });
   const uint64_t expected =
       server::BufferPool::CapacityFor(16 * sizeof(float)) + server::CollStateBytes(1) + server::SlotStateBytes(1);
@@ -96,24 +101,11 @@ TEST(TreeFanIn, AFlatServerRefusesAJobWiderThanItsFanInAndNamesTheTree) {
   TreeFarm farm;
   ASSERT_TRUE(farm.Start({-1}, e2e::TestServerOptions()).ok());
   std::unique_ptr<Communicator> comm;
-  Status status = e2e::MakeComm({farm.address(0)}, JobId::Random(), 100000, 0, e2e::CommConfig{}, &comm);
-  if (status.ok()) {
-    std::vector<float> in(16, 1.0f), out(16);
-    status = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
-  }
+  const Status status = JoinAndAllReduce(farm.address(0), JobId::Random(), 100000, 0, &comm);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("nranks=100000"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("aggregation tree"), std::string::npos) << status.message();
   EXPECT_EQ(farm.server(0).stats().jobs_active, 0u);
-}
-
-// The first error a rank sees: from joining, or from its first collective.
-Status JoinAndAllReduce(const std::string& server, const JobId& job, int nranks, int rank,
-                        std::unique_ptr<Communicator>* comm) {
-  Status status = e2e::MakeComm({server}, job, nranks, rank, e2e::CommConfig{}, comm);
-  if (!status.ok()) return status;
-  std::vector<float> in(16, 1.0f), out(16);
-  return (*comm)->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
 }
 
 TEST(TreeFanIn, AFlatJobWiderThanMaxFanInIsRefusedNamingTheFlag) {

@@ -42,23 +42,29 @@ uint16_t FreePort() {
   return port;
 }
 
+// Runs one allreduce of a new job, rank r on server rank_server[r], each checked against the
+// reference. `first` >= 0: that rank says hello before any other starts.
 std::vector<Status> RunRanks(const std::vector<std::string>& rank_server, DataType dt, RedOp op, size_t count,
-                             uint64_t seed, const TreeShape& shape) {
+                             uint64_t seed, const TreeShape& shape, int first = -1) {
   const JobId job = JobId::Random();
   const int n = static_cast<int>(rank_server.size());
   std::vector<Status> st(n);
+  std::vector<std::unique_ptr<Communicator>> comms(n);
+  e2e::CommConfig c;
+  c.chunk_bytes = 8192;
+  if (first >= 0) {
+    st[first] = e2e::MakeComm({rank_server[first]}, job, n, first, c, &comms[first]);
+    if (!st[first].ok()) return st;
+  }
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      e2e::CommConfig c;
-      c.chunk_bytes = 8192;
-      std::unique_ptr<Communicator> comm;
-      st[r] = e2e::MakeComm({rank_server[r]}, job, n, r, c, &comm);
+      if (!comms[r]) st[r] = e2e::MakeComm({rank_server[r]}, job, n, r, c, &comms[r]);
       if (!st[r].ok()) return;
       const size_t es = DataTypeSize(dt);
       std::vector<uint8_t> in(count * es), got(count * es);
       e2e::FillInput(dt, op, seed, r, 0, count, in.data());
-      st[r] = comm->AllReduce(in.data(), got.data(), count, dt, op);
+      st[r] = comms[r]->AllReduce(in.data(), got.data(), count, dt, op);
       if (st[r].ok()) {
         const std::string err = VerifyTree(shape, got.data(), dt, op, seed, count);
         if (!err.empty()) st[r] = InternalError(err);
@@ -69,96 +75,80 @@ std::vector<Status> RunRanks(const std::vector<std::string>& rank_server, DataTy
   return st;
 }
 
+// `optcast server --topology FILE --name NAME` processes for a topology file written here:
+// server i is names[i] under parents[i] ("" for the root) on a free loopback port. The file is
+// removed with this object.
+struct TopologyServers {
+  std::string path;
+  std::vector<uint16_t> ports;
+  std::vector<std::unique_ptr<daemon::ServerProcess>> servers;
+
+  ~TopologyServers() {
+    if (!path.empty()) std::remove(path.c_str());
+  }
+
+  Status Start(const std::vector<std::string>& names, const std::vector<std::string>& parents,
+               const std::vector<std::string>& flags) {
+    std::string yaml = "servers:\n";
+    for (size_t i = 0; i < names.size(); ++i) {
+      ports.push_back(FreePort());
+      if (ports.back() == 0) return InternalError("no free loopback port");
+      yaml += "  - name: " + names[i] + "\n    address: 127.0.0.1:" + std::to_string(ports.back()) + "\n";
+      if (!parents[i].empty()) yaml += "    parent: " + parents[i] + "\n";
+    }
+    char tmpl[] = "/tmp/optcast-tree-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    if (fd < 0) return InternalError("mkstemp failed");
+    close(fd);
+    path = tmpl;
+    std::ofstream(path) << yaml;
+    for (const std::string& name : names) {
+      std::vector<std::string> args{"--topology", path, "--name", name};
+      args.insert(args.end(), flags.begin(), flags.end());
+      servers.push_back(std::make_unique<daemon::ServerProcess>());
+      if (Status st = servers.back()->Start(args); !st.ok()) return Status(st.code(), name + ": " + st.message());
+    }
+    return Status::Ok();
+  }
+
+  std::vector<std::string> RankServers(const TreeShape& shape) const {
+    std::vector<std::string> out;
+    for (int node : shape.rank_node) out.push_back(servers[node]->address());
+    return out;
+  }
+};
+
 TEST(TreeProcess, TopologyFileDepth3) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
-  const char* names[] = {"spine", "pod-1", "rack-a", "rack-b"};
-  const char* parents[] = {"", "spine", "pod-1", "pod-1"};
-  std::vector<uint16_t> ports;
-  std::string yaml = "servers:\n";
-  for (int i = 0; i < 4; ++i) {
-    ports.push_back(FreePort());
-    ASSERT_NE(ports.back(), 0);
-    yaml += std::string("  - name: ") + names[i] + "\n    address: 127.0.0.1:" + std::to_string(ports.back()) + "\n";
-    if (parents[i][0] != '\0') yaml += std::string("    parent: ") + parents[i] + "\n";
-  }
-  char path[] = "/tmp/optcast-tree-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path) << yaml;
-  std::vector<std::unique_ptr<daemon::ServerProcess>> servers;
-  for (int i = 0; i < 4; ++i) {
-    servers.push_back(std::make_unique<daemon::ServerProcess>());
-    const Status st = servers.back()->Start({"--topology", path, "--name", names[i], "--reduce-threads", "0"});
-    ASSERT_TRUE(st.ok()) << names[i] << ": " << st.ToString();
-    EXPECT_EQ(servers.back()->port(), ports[i]) << names[i] << " listens on its entry's port";
+  const std::vector<std::string> names{"spine", "pod-1", "rack-a", "rack-b"};
+  TopologyServers topo;
+  const Status started = topo.Start(names, {"", "spine", "pod-1", "pod-1"}, {"--reduce-threads", "0"});
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(topo.servers[i]->port(), topo.ports[i]) << names[i] << " listens on its entry's port";
   }
   // Nodes: 0 spine, 1 pod-1, 2 rack-a, 3 rack-b; rank 4 talks to the spine itself.
   const TreeShape shape{{-1, 0, 1, 1}, {2, 3, 2, 3, 0}};
-  std::vector<std::string> rank_server;
-  for (int node : shape.rank_node) rank_server.push_back(servers[node]->address());
   for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32}) {
-    const auto st = RunRanks(rank_server, dt, RedOp::kAvg, 5000, 900 + static_cast<int>(dt), shape);
+    const auto st = RunRanks(topo.RankServers(shape), dt, RedOp::kAvg, 5000, 900 + static_cast<int>(dt), shape);
     for (size_t r = 0; r < st.size(); ++r)
       EXPECT_TRUE(st[r].ok()) << DataTypeName(dt) << " rank " << r << ": " << st[r].ToString();
   }
-  std::remove(path);
 }
 
 // A root named by --topology takes a job wider than its --max-fan-in from the first hello on,
 // even when that hello is from one of its own ranks and no child server has joined yet.
 TEST(TreeProcess, TopologyRootTakesAWideJobWhoseOwnRankSaysHelloFirst) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
-  const char* names[] = {"spine", "rack-a", "rack-b"};
-  std::vector<uint16_t> ports;
-  std::string yaml = "servers:\n";
-  for (int i = 0; i < 3; ++i) {
-    ports.push_back(FreePort());
-    ASSERT_NE(ports.back(), 0);
-    yaml += std::string("  - name: ") + names[i] + "\n    address: 127.0.0.1:" + std::to_string(ports.back()) + "\n";
-    if (i > 0) yaml += "    parent: spine\n";
-  }
-  char path[] = "/tmp/optcast-tree-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path) << yaml;
-  std::vector<std::unique_ptr<daemon::ServerProcess>> servers;
-  for (int i = 0; i < 3; ++i) {
-    servers.push_back(std::make_unique<daemon::ServerProcess>());
-    const Status st =
-        servers.back()->Start({"--topology", path, "--name", names[i], "--reduce-threads", "0", "--max-fan-in", "3"});
-    ASSERT_TRUE(st.ok()) << names[i] << ": " << st.ToString();
-  }
+  TopologyServers topo;
+  const Status started =
+      topo.Start({"spine", "rack-a", "rack-b"}, {"", "spine", "spine"}, {"--reduce-threads", "0", "--max-fan-in", "3"});
+  ASSERT_TRUE(started.ok()) << started.ToString();
   // Nodes: 0 spine, 1 rack-a, 2 rack-b. Five ranks, more than a server may combine (3); rank 4
   // talks to the spine and says hello before anyone else.
   const TreeShape shape{{-1, 0, 0}, {1, 2, 1, 2, 0}};
-  const int n = static_cast<int>(shape.rank_node.size());
-  const JobId job = JobId::Random();
-  std::vector<std::unique_ptr<Communicator>> comms(n);
-  e2e::CommConfig config;
-  config.chunk_bytes = 8192;
-  const Status first = e2e::MakeComm({servers[0]->address()}, job, n, 4, config, &comms[4]);
-  ASSERT_TRUE(first.ok()) << first.ToString();
-  const size_t count = 5000;
-  std::vector<Status> st(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      if (!comms[r]) st[r] = e2e::MakeComm({servers[shape.rank_node[r]]->address()}, job, n, r, config, &comms[r]);
-      if (!st[r].ok()) return;
-      std::vector<float> in(count), got(count);
-      e2e::FillInput(DataType::kFloat32, RedOp::kSum, 77, r, 0, count, in.data());
-      st[r] = comms[r]->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
-      if (st[r].ok()) {
-        const std::string err = VerifyTree(shape, got.data(), DataType::kFloat32, RedOp::kSum, 77, count);
-        if (!err.empty()) st[r] = InternalError(err);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
-  std::remove(path);
+  const auto st = RunRanks(topo.RankServers(shape), DataType::kFloat32, RedOp::kSum, 5000, 77, shape, /*first=*/4);
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }
 
 // Bad tree flags stop the server at start with the reason.
