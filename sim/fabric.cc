@@ -16,8 +16,10 @@ class Builder {
   Builder(const SimConfig& c) : c_(c), root_(sg4::create_star_zone("spine")) {}
 
   // A rack of hosts named prefix0.. with the given speeds; returns them in order.
+  // `share` scales every link of the rack (host ports and uplink): a folded rack of shared servers
+  // carries only the simulated racks' share of their traffic (sim_config.h, simulated_racks).
   std::vector<sg4::Host*> AddRack(const std::string& prefix, int hosts, double speed, const std::string& prefix2 = "",
-                                  int hosts2 = 0, double speed2 = 0) {
+                                  int hosts2 = 0, double speed2 = 0, double share = 1.0) {
     const std::string name = "rack" + std::to_string(racks_++);
     auto* zone = sg4::create_star_zone(name);
     zone->set_parent(root_);
@@ -26,7 +28,8 @@ class Builder {
     std::vector<sg4::Host*> out;
     auto add = [&](const std::string& hname, double sp) {
       sg4::Host* h = zone->create_host(hname, sp);
-      auto* link = zone->create_split_duplex_link(hname + "-port", c_.link_bps)->set_latency(c_.latency_s / 2)->seal();
+      auto* link =
+          zone->create_split_duplex_link(hname + "-port", c_.link_bps * share)->set_latency(c_.latency_s / 2)->seal();
       zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(link, Dir::UP)}, true);
       out.push_back(h);
     };
@@ -34,7 +37,7 @@ class Builder {
     for (int i = 0; i < hosts2; ++i) add(prefix2 + std::to_string(next_index(prefix2)), speed2);
     zone->add_route(gw, nullptr, nullptr, nullptr, {}, true);
     zone->seal();
-    auto* up = root_->create_split_duplex_link(name + "-uplink", uplink_bps())->set_latency(0)->seal();
+    auto* up = root_->create_split_duplex_link(name + "-uplink", uplink_bps() * share)->set_latency(0)->seal();
     root_->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up, Dir::UP)}, true);
     return out;
   }
@@ -66,8 +69,9 @@ Fabric BuildFabric(sg4::Engine& engine, const SimConfig& c) {
   // rack_size worker ports, so every algorithm sees the same racks of workers.
   const int leaf_per_rack = c.algo == Algo::kTree ? c.servers : 0;
   const int workers_per_rack = c.rack_size;
-  for (int first = 0; first < c.workers; first += workers_per_rack) {
-    const int here = std::min(workers_per_rack, c.workers - first);
+  const int workers = c.SimulatedWorkers();
+  for (int first = 0; first < workers; first += workers_per_rack) {
+    const int here = std::min(workers_per_rack, workers - first);
     auto hosts = b.AddRack("w", here, worker_speed, "leaf", leaf_per_rack, c.reduce_bps);
     for (int i = 0; i < here; ++i) {
       f.workers.push_back(hosts[i]);
@@ -78,7 +82,9 @@ Fabric BuildFabric(sg4::Engine& engine, const SimConfig& c) {
   }
   const int nserv = c.algo == Algo::kServers ? c.servers : c.algo == Algo::kTree ? c.roots : 0;
   for (int first = 0; first < nserv; first += c.rack_size) {
-    auto hosts = b.AddRack("s", std::min(c.rack_size, nserv - first), c.reduce_bps);
+    // Folded: these servers serve every worker rack, of which only the simulated share is here.
+    const double share = c.FoldShare();
+    auto hosts = b.AddRack("s", std::min(c.rack_size, nserv - first), c.reduce_bps * share, "", 0, 0, share);
     f.servers.insert(f.servers.end(), hosts.begin(), hosts.end());
   }
   f.timer = b.AddTimer();

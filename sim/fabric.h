@@ -15,7 +15,7 @@
 namespace optcast::sim {
 
 struct Fabric {
-  std::vector<simgrid::s4u::Host*> workers;  // rank order; racks filled in order
+  std::vector<simgrid::s4u::Host*> workers;  // rank order; racks filled in order (the simulated ones)
   std::vector<int> worker_rack;              // rack of each worker
   int worker_racks = 0;
   std::vector<std::vector<simgrid::s4u::Host*>> leaf_servers;  // tree: per worker rack

@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--host-flows", c.host_flows, "most messages a host has on the wire at once");
   app.add_flag("--partials-first", c.partials_first,
                "tree: leaf servers send partials to the root ahead of queued results for workers");
+  app.add_option("--simulated-racks", c.simulated_racks,
+                 "flat servers and trees: simulate only this many worker racks and fold the others onto them "
+                 "(0: all; docs/scale.md, \"The fold\")");
   double server_delay_us = 0;
   app.add_option("--server-delay-us", server_delay_us,
                  "delay before a server's reduced chunk leaves, microseconds (emulated cluster: CPU wait)");
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
       {"workers", c.workers},
       {"servers", c.algo == Algo::kRing ? 0 : c.servers},
       {"roots", c.algo == Algo::kTree ? c.roots : 0},
+      {"simulated_racks", c.Folded() ? c.simulated_racks : c.WorkerRacks()},
       {"stripes", run.stripes},
       {"chunk_bytes", run.chunk_bytes},
       {"bytes", c.bytes},

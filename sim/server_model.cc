@@ -36,6 +36,7 @@ class Worker : public Node {
   Worker(int rank, const SimConfig& c, const Cut& cut, sg4::Host* host, double* done_s)
       : Node("w" + std::to_string(rank), host, c.host_flows),
         rank_(rank),
+        first_stripe_(FirstStripe(rank, c, cut)),
         c_(c),
         cut_(cut),
         done_s_(done_s),
@@ -75,7 +76,7 @@ class Worker : public Node {
     for (bool progress = true; progress;) {
       progress = false;
       for (int i = 0; i < cut_.stripes; ++i) {
-        const int j = (rank_ + i) % cut_.stripes;
+        const int j = (first_stripe_ + i) % cut_.stripes;
         if (next_[j] == cut_.Chunks(j)) continue;
         const uint64_t bytes = cut_.ChunkBytes(j, next_[j]);
         if (!Room(j, bytes)) continue;
@@ -88,7 +89,17 @@ class Worker : public Node {
     }
   }
 
+  // Where a rank starts its round robin: its own stripe, so that n ranks cover the stripes evenly.
+  // Folded with fewer simulated ranks than stripes, the ranks spread their starts over all stripes
+  // as the whole job's ranks would, or the servers past the last rank would start idle.
+  static int FirstStripe(int rank, const SimConfig& c, const Cut& cut) {
+    const int ranks = c.SimulatedWorkers();
+    if (c.Folded() && ranks < cut.stripes) return static_cast<int>(static_cast<int64_t>(rank) * cut.stripes / ranks);
+    return rank % cut.stripes;
+  }
+
   int rank_;
+  int first_stripe_;
   const SimConfig& c_;
   const Cut& cut_;
   double* done_s_;
@@ -184,15 +195,17 @@ void SpawnServers(const SimConfig& c, const Fabric& f, Run* run) {
   const Cut& cut = KeepCut(c, c.servers, run);
   run->chunk_bytes = cut.chunk_elems * 4;
   run->stripes = cut.stripes;
-  run->worker_done_s.assign(c.workers, 0.0);
+  const int workers = c.SimulatedWorkers();
+  run->worker_done_s.assign(workers, 0.0);
   std::vector<Server*> servers;
   for (int j = 0; j < cut.stripes; ++j) {
-    auto s = std::make_unique<Server>("s" + std::to_string(j), c, cut, f.servers[j], c.workers);
+    // Folded, a server hears from the simulated workers only; its reduce rate is scaled to match.
+    auto s = std::make_unique<Server>("s" + std::to_string(j), c, cut, f.servers[j], workers);
     s->Handle(j, nullptr);
     servers.push_back(s.get());
     run->nodes.push_back(std::move(s));
   }
-  for (int r = 0; r < c.workers; ++r) {
+  for (int r = 0; r < workers; ++r) {
     auto w = std::make_unique<Worker>(r, c, cut, f.workers[r], &run->worker_done_s[r]);
     for (int j = 0; j < cut.stripes; ++j) {
       w->set_destination(j, servers[j]);
@@ -208,7 +221,8 @@ void SpawnTree(const SimConfig& c, const Fabric& f, Run* run) {
   const Cut& cut = KeepCut(c, std::max(leaves, roots), run);
   run->chunk_bytes = cut.chunk_elems * 4;
   run->stripes = cut.stripes;
-  run->worker_done_s.assign(c.workers, 0.0);
+  const int workers = c.SimulatedWorkers();
+  run->worker_done_s.assign(workers, 0.0);
   std::vector<Server*> root_nodes;
   for (int q = 0; q < roots; ++q) {
     auto s = std::make_unique<Server>("root" + std::to_string(q), c, cut, f.servers[q], f.worker_racks);
@@ -217,7 +231,7 @@ void SpawnTree(const SimConfig& c, const Fabric& f, Run* run) {
     run->nodes.push_back(std::move(s));
   }
   std::vector<int> rack_workers(f.worker_racks, 0);
-  for (int r = 0; r < c.workers; ++r) ++rack_workers[f.worker_rack[r]];
+  for (int r = 0; r < workers; ++r) ++rack_workers[f.worker_rack[r]];
   std::vector<std::vector<Server*>> leaf_nodes(f.worker_racks);
   for (int k = 0; k < f.worker_racks; ++k) {
     for (int l = 0; l < leaves; ++l) {
@@ -236,7 +250,7 @@ void SpawnTree(const SimConfig& c, const Fabric& f, Run* run) {
       root->per_stripe_children_[j].push_back(leaf);
     }
   }
-  for (int r = 0; r < c.workers; ++r) {
+  for (int r = 0; r < workers; ++r) {
     auto w = std::make_unique<Worker>(r, c, cut, f.workers[r], &run->worker_done_s[r]);
     const int k = f.worker_rack[r];
     for (int l = 0; l < leaves; ++l) leaf_nodes[k][l]->AddChild(w.get());

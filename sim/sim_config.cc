@@ -38,6 +38,21 @@ Status SimConfig::Validate() const {
   if (bytes < 4) return InvalidArgument("--bytes must hold at least one float32");
   if (server_delay_s < 0) return InvalidArgument("--server-delay-us must be >= 0");
   if (host_flows < 1) return InvalidArgument("--host-flows must be at least 1");
+  if (simulated_racks < 0) return InvalidArgument("--simulated-racks must be >= 0 (0 = all)");
+  if (simulated_racks > 0) {
+    if (algo == Algo::kRing)
+      return InvalidArgument(
+          "--simulated-racks: the ring has no symmetry to fold (every rank sends to its neighbour); "
+          "drop the flag for --algo ring");
+    if (workers % rack_size != 0)
+      return InvalidArgument(
+          fmt::format("--simulated-racks needs whole racks: --workers {} is not a multiple of "
+                      "--rack-size {}",
+                      workers, rack_size));
+    if (simulated_racks > WorkerRacks())
+      return InvalidArgument(
+          fmt::format("--simulated-racks {}: there are only {} worker racks", simulated_racks, WorkerRacks()));
+  }
   return Status::Ok();
 }
 

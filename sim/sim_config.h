@@ -39,6 +39,17 @@ struct SimConfig {
   // Tree: a leaf server sends its partial to the root ahead of the results it has queued for its
   // workers (off: oldest first, as one sender thread per connection would).
   bool partials_first = false;
+  // Symmetry fold (docs/scale.md, "The fold"): simulate only this many worker racks (0: all). The
+  // racks of a flat-server or tree job are alike, so the others are folded onto these: every
+  // server all racks share (flat servers, tree roots) keeps the simulated racks' share of its
+  // link, its rack's uplink and its reduce rate, simulated_racks / worker racks.
+  int simulated_racks = 0;
+
+  int WorkerRacks() const { return (workers + rack_size - 1) / rack_size; }
+  bool Folded() const { return simulated_racks > 0 && simulated_racks < WorkerRacks(); }
+  // Workers that are simulated, and the share of a shared server they see.
+  int SimulatedWorkers() const { return Folded() ? simulated_racks * rack_size : workers; }
+  double FoldShare() const { return Folded() ? static_cast<double>(simulated_racks) / WorkerRacks() : 1.0; }
 
   Status Validate() const;
 };

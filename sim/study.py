@@ -3,10 +3,13 @@
 """Runs the scale study (docs/scale.md): ring, flat servers and trees at n = 64, 256, 1024.
 
 Usage: study.py SIM_BINARY OUT_DIR [--quick] [--full] [--jobs 2] [--max-workers N] [--timeout S]
+       study.py SIM_BINARY OUT_DIR --check-fold RESULTS_JSON
 Writes OUT_DIR/results.json (one object per run), OUT_DIR/tables.md and PNG plots (gnuplot).
+--check-fold runs folded every cell that RESULTS_JSON has a whole run of, and writes
+OUT_DIR/fold-check.md: how far the fold (docs/scale.md, "The fold") moves each figure.
 --quick runs the same study at n = 8, 16 and 32 with 1 and 4 MiB in seconds. A run that takes
 longer than --timeout seconds of wall time is left out of the tables and listed as such; --full
-also runs what too_costly() leaves out.
+runs every cell whole, where the default folds some and leaves out others (how_to_run()).
 """
 import argparse
 import concurrent.futures
@@ -23,19 +26,36 @@ FABRIC = ["--link-mbit", "100000", "--latency-us", "5", "--rack-size", "32", "--
 RACK = 32
 
 
-# Runs that cost far more than the rest (docs/scale.md, "Cost"); left out unless --full. Flat
-# servers at 1024 workers and 64 MiB play 4.2 million messages (several minutes of CPU each);
-# flat servers with M = n/4 from 256 workers share each server port among hundreds of flows, and
-# trees with a leaf per worker at 256 or more workers and 64 MiB couple about a thousand flows per
-# rack, in one max-min system that SimGrid re-solves at every completion (10 minutes to hours).
-def too_costly(label, n, size):
-    if size < 64 * MIB:
-        return False
+# Runs that cost far more than the rest (docs/scale.md, "Cost"). Flat servers with M = n/4 from
+# 256 workers share each server port among hundreds of flows, and trees with a leaf per worker at
+# 256 or more workers and 64 MiB couple about a thousand flows per rack, in one max-min system
+# that SimGrid re-solves at every completion (10 minutes to hours); these run folded, FOLD_RACKS
+# of their racks simulated (docs/scale.md, "The fold"), in seconds. Flat servers at 1024 workers
+# and 64 MiB play 4.2 million messages (several minutes of CPU each) and folding them saves
+# nothing (1024 servers' results become as many slow flows): left out. --full runs all whole.
+FOLD_RACKS = 1
+
+
+def how_to_run(label, n, size):
+    """'whole', 'fold' or 'skip' for one cell of the study."""
+    if size < 64 * MIB or label == "ring":
+        return "whole"
     if label.startswith("tree"):
-        return n >= 1024 or (n >= 256 and label == "tree M=n")
-    if label == "servers M=n/4":
-        return n >= 256
-    return n >= 1024 and label != "ring"
+        return "fold" if n >= 1024 or (n >= 256 and label == "tree M=n") else "whole"
+    if label == "servers M=n/4" and n >= 256:
+        return "fold"
+    return "skip" if n >= 1024 else "whole"
+
+
+def folded(r):
+    """Whether a result came from a folded run (older results carry no simulated_racks: whole)."""
+    return r.get("simulated_racks", 0) not in (0, -(-r["workers"] // r.get("rack_size", RACK)))
+
+
+def best(results, n, label):
+    """The run that stands for one cell: a whole one if there is one, else a folded one."""
+    m = sorted((r for r in results if r["workers"] == n and r["label"] == label), key=folded)
+    return m[0] if m else None
 
 
 def configs(ns, sizes, oversubs):
@@ -64,7 +84,7 @@ def sweep(n, size):
 
 
 def run_one(sim, cfg, timeout):
-    label, n, size, o, flags = cfg
+    label, n, size, o, flags = cfg[:5]
     t0 = time.time()
     args = [sim, *FABRIC, "--workers", str(n), "--bytes", str(size), "--oversub", str(o), *flags]
     try:
@@ -91,8 +111,8 @@ def plot(results, out_dir, size, oversub):
         for n in ns:
             vals = []
             for l in labels:
-                m = [r for r in rows if r["workers"] == n and r["label"] == l]
-                vals.append(f"{m[0]['algbw_over_link']:.4f}" if m else "NaN")
+                m = best(rows, n, l)
+                vals.append(f"{m['algbw_over_link']:.4f}" if m else "NaN")
             f.write(f"{n} " + " ".join(vals) + "\n")
     png = dat[:-4] + ".png"
     cols = " , ".join(f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{l}'" for i, l in enumerate(labels))
@@ -120,9 +140,11 @@ def tables(results):
             for n in sorted({r["workers"] for r in rows}):
                 cells = []
                 for l in labels:
-                    m = [r for r in rows if r["workers"] == n and r["label"] == l]
-                    cells.append(f"{m[0]['algbw_over_link']:.3f}" if m else "-")
+                    m = best(rows, n, l)
+                    cells.append("-" if not m else f"{m['algbw_over_link']:.3f}" + ("*" if folded(m) else ""))
                 lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if any(folded(r) for r in results):
+        lines.append("\n\\* folded: only some of the worker racks simulated (docs/scale.md, \"The fold\")")
     sw = [r for r in results if r["label"] == "servers sweep"]
     if sw:
         lines.append(f"\nflat servers, n = {sw[0]['workers']}, {sw[0]['bytes'] >> 20} MiB, non-blocking\n")
@@ -141,10 +163,15 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-workers", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--full", action="store_true", help="also the runs too_costly() leaves out")
+    ap.add_argument("--full", action="store_true",
+                    help="run every cell whole: neither fold nor leave out what how_to_run() would")
     ap.add_argument("--render", action="store_true", help="only redo tables and plots from OUT_DIR/results.json")
+    ap.add_argument("--check-fold", metavar="RESULTS_JSON",
+                    help="run folded every cell with a whole run in RESULTS_JSON; writes OUT_DIR/fold-check.md")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
+    if a.check_fold:
+        return check_fold(a.sim, a.check_fold, a.out_dir, a.jobs, a.timeout)
     if a.render:
         with open(os.path.join(a.out_dir, "results.json")) as f:
             results = [r for r in json.load(f) if not r.get("timed_out")]
@@ -153,8 +180,10 @@ def main():
     ns = [8, 16, 32] if a.quick else [n for n in (64, 256, 1024) if n <= a.max_workers]
     cfgs = configs(ns, [1 * MIB, 4 * MIB] if a.quick else [1 * MIB, 64 * MIB], [1, 4])
     cfgs += sweep(16, 4 * MIB) if a.quick else sweep(64, 8 * MIB)
-    skipped = [] if a.full else [c for c in cfgs if too_costly(c[0], c[1], c[2])]
-    cfgs = [c for c in cfgs if c not in skipped]
+    plans = {c[:4]: "whole" if a.full else how_to_run(c[0], c[1], c[2]) for c in cfgs}
+    skipped = [c for c in cfgs if plans[c[:4]] == "skip"]
+    cfgs = [(*c[:4], c[4] + (["--simulated-racks", str(FOLD_RACKS)] if plans[c[:4]] == "fold" else []))
+            for c in cfgs if plans[c[:4]] != "skip"]
     # Cheapest first: what finishes is in the tables even if the expensive runs time out.
     cfgs.sort(key=lambda c: (c[1], c[2], c[3]))
     results, timed_out = [], []
@@ -170,7 +199,7 @@ def main():
                 continue
             results.append(r)
             print(f"[{i}/{len(cfgs)}] {r['label']:14s} n={r['workers']:5d} {r['bytes'] >> 20:3d} MiB "
-                  f"{r['oversub']:g}:1  algbw/link {r['algbw_over_link']:.3f}  "
+                  f"{r['oversub']:g}:1  algbw/link {r['algbw_over_link']:.3f}{' (folded)' if folded(r) else ''}  "
                   f"({r['messages']} messages, {r['cpu_s']:.1f} s CPU, {r['wall_s']} s wall)", flush=True)
             with open(path, "w") as out:
                 json.dump(results + timed_out, out, indent=1)
@@ -181,6 +210,42 @@ def main():
         notes += "\nleft out (over the wall-time limit): " + "; ".join(
             f"{r['label']} n={r['workers']} {r['bytes'] >> 20} MiB {r['oversub']:g}:1" for r in timed_out) + "\n"
     render(results, a.out_dir, notes)
+    return 0
+
+
+def check_fold(sim, results_path, out_dir, jobs, timeout):
+    """Runs folded every cell that has a whole run in results_path and tables folded vs whole."""
+    with open(results_path) as f:
+        whole = [r for r in json.load(f) if not r.get("timed_out") and not folded(r)]
+    grid = {c[:4]: c for c in configs([64, 256, 1024], [1 * MIB, 64 * MIB], [1, 4])}
+    todo = []
+    for r in whole:
+        key = (r["label"], r["workers"], r["bytes"], r["oversub"])
+        if key not in grid or r["label"] == "ring" or r["workers"] < 2 * RACK:
+            continue
+        if how_to_run(*key[:3]) == "skip":
+            continue  # folding saves nothing there
+        c = grid[key]
+        todo.append((r, (*c[:4], c[4] + ["--simulated-racks", str(FOLD_RACKS)])))
+    todo.sort(key=lambda t: (t[0]["bytes"], t[0]["oversub"], t[0]["label"], t[0]["workers"]))
+    def cpu(r):
+        return f"{r['cpu_s']:.1f} s" if "cpu_s" in r else "?"
+
+    lines = ["| configuration | n | size | fabric | whole | folded | folded / whole | CPU whole | CPU folded |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for (w, _), f in zip(todo, pool.map(lambda t: run_one(sim, t[1], timeout), todo)):
+            cells = (f"| {w['label']} | {w['workers']} | {w['bytes'] >> 20} MiB | {w['oversub']:g}:1 | "
+                     f"{w['algbw_over_link']:.3f} | ")
+            if f.get("timed_out"):
+                lines.append(cells + f"over {timeout:g} s | | {cpu(w)} | |")
+            else:
+                lines.append(cells + f"{f['algbw_over_link']:.3f} | {f['algbw_over_link'] / w['algbw_over_link']:.3f} | "
+                             f"{cpu(w)} | {cpu(f)} |")
+            print(lines[-1], flush=True)
+    with open(os.path.join(out_dir, "fold-check.md"), "w") as out:
+        out.write(f"Folded ({FOLD_RACKS} worker rack{'s' if FOLD_RACKS > 1 else ''} simulated) against whole runs\n\n")
+        out.write("\n".join(lines) + "\n")
     return 0
 
 

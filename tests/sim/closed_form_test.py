@@ -113,6 +113,65 @@ class Tree(unittest.TestCase):
         self.check(32, 8, 8, 1, 4.0)
 
 
+class Fold(unittest.TestCase):
+    """--simulated-racks K plays K of the worker racks and gives the servers all racks share
+    (flat servers, tree roots) K/racks of their links and reduce rate."""
+
+    def test_all_racks_is_the_whole_model(self):
+        for algo in (("--algo", "servers", "-m", 8), ("--algo", "tree", "-m", 4, "--roots", 2)):
+            base = ("-n", 32, "--rack-size", 8, "--bytes", 4 * MIB, "--latency-us", 5, *algo)
+            whole, folded = run(*base), run(*base, "--simulated-racks", 4)
+            self.assertEqual(whole["time_s"], folded["time_s"], algo)
+            self.assertEqual(whole["messages"], folded["messages"], algo)
+
+    def test_a_folded_tree_keeps_the_leaf_fan_in_bound(self):
+        # 8 racks of 12 workers on 4 leaves each, 8 roots: the leaves bound it at (12 + 1) S / 4,
+        # and one simulated rack plays an eighth of the messages.
+        size = 32 * MIB
+        r = run("--algo", "tree", "-n", 96, "-m", 4, "--roots", 8, "--bytes", size, "--latency-us", 5,
+                "--rack-size", 12, "--simulated-racks", 1)
+        chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
+        self.assertAlmostEqual(r["time_s"] / (size / B * 13 / 4 * (1 + 4 / chunks)), 1.0, delta=0.06)
+        self.assertEqual(r["simulated_racks"], 1)
+        whole = run("--algo", "tree", "-n", 96, "-m", 4, "--roots", 8, "--bytes", size, "--latency-us", 5,
+                    "--rack-size", 12)
+        self.assertAlmostEqual(r["messages"] * 8 / whole["messages"], 1.0, delta=0.01)
+
+    def test_a_folded_tree_keeps_the_root_fan_in_bound(self):
+        # 8 racks of 8 workers into 2 roots: each root takes 4 S in, whatever share is simulated.
+        size = 32 * MIB
+        for k in (1, 2):
+            r = run("--algo", "tree", "-n", 64, "-m", 8, "--roots", 2, "--bytes", size, "--latency-us", 5,
+                    "--rack-size", 8, "--simulated-racks", k)
+            chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
+            self.assertAlmostEqual(r["time_s"] / (size / B * 4.0 * (1 + 4 / chunks)), 1.0, delta=0.06, msg=k)
+
+    def test_folded_servers_keep_their_link_share(self):
+        # 64 workers in 8 racks on 16 flat servers: each server link carries n/M = 4 S each way.
+        size = 16 * MIB
+        for k in (1, 2):
+            r = run("--algo", "servers", "-n", 64, "-m", 16, "--bytes", size, "--latency-us", 5, "--rack-size", 8,
+                    "--simulated-racks", k)
+            chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
+            # Fewer flows per server port than the whole job has: a few percent either way (scale.md).
+            self.assertAlmostEqual(r["time_s"] / (size / B * 4.0 * (1 + 1 / chunks)), 1.0, delta=0.08, msg=k)
+
+    def test_folded_servers_keep_their_reduce_rate(self):
+        # 4 racks of 4 workers on one server reducing 50 MB/s of input: n S / rate, folded or not.
+        r = run("--algo", "servers", "-n", 16, "-m", 1, "--bytes", 4 * MIB, "--reduce-gbs", 0.05, "--rack-size", 4,
+                "--simulated-racks", 1)
+        self.assertGreater(r["time_s"], 16 * 4 * MIB / 50e6)
+        self.assertLess(r["time_s"], 16 * 4 * MIB / 50e6 * 1.05)
+
+    def test_what_cannot_be_folded_is_refused(self):
+        for args, words in ((["--algo", "ring", "-n", 64, "--simulated-racks", 1], "ring has no symmetry"),
+                            (["--algo", "servers", "-n", 40, "--simulated-racks", 1], "whole racks"),
+                            (["--algo", "tree", "-n", 64, "--simulated-racks", 3], "only 2 worker racks")):
+            p = subprocess.run([SIM, *map(str, args)], capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(words, p.stderr, args)
+
+
 class BadInput(unittest.TestCase):
     def test_errors_name_the_fix(self):
         for args, words in ((["--algo", "hypercube"], "ring, servers or tree"),
