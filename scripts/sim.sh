@@ -5,8 +5,8 @@
 #   scripts/sim.sh [OUT_DIR]            full study (builds optcast-sim first)
 #   scripts/sim.sh --quick [OUT_DIR]    the same at n = 8, 16, 32 (under a minute)
 # Environment: OPTCAST_BUILD_DIR (default build), SIM_JOBS (default 2), SIM_TIMEOUT (seconds of
-# wall time per run, default 600; slower runs are listed as left out), SIM_FULL=1 to include
-# the runs sim/study.py leaves out as too costly (docs/scale.md, "Cost").
+# wall time per run, default 600; slower runs are listed as left out), SIM_FULL=1 to run whole
+# the cells sim/study.py folds or leaves out as costly (docs/scale.md, "Cost" and "The fold").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=()
