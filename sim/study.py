@@ -106,6 +106,7 @@ def plot(results, out_dir, size, oversub):
     labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
     ns = sorted({r["workers"] for r in rows})
     dat = os.path.join(out_dir, f"algbw-{size >> 20}MiB-oversub{oversub:g}.dat")
+    any_folded = False
     with open(dat, "w") as f:
         f.write("# n " + " ".join(l.replace(" ", "_") for l in labels) + "  (algbw / link rate)\n")
         for n in ns:
@@ -113,12 +114,14 @@ def plot(results, out_dir, size, oversub):
             for l in labels:
                 m = best(rows, n, l)
                 vals.append(f"{m['algbw_over_link']:.4f}" if m else "NaN")
+                any_folded = any_folded or bool(m and folded(m))
             f.write(f"{n} " + " ".join(vals) + "\n")
     png = dat[:-4] + ".png"
     cols = " , ".join(f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{l}'" for i, l in enumerate(labels))
     script = (f"set terminal pngcairo size 800,500\nset output '{png}'\nset logscale x 2\n"
               f"set xlabel 'workers n'\nset ylabel 'algbw / link rate'\nset yrange [0:1.1]\nset key outside\n"
-              f"set title 'AllReduce of {size >> 20} MiB, fat tree {oversub:g}:1, 100 Gbit/s links'\n"
+              f"set title 'AllReduce of {size >> 20} MiB, fat tree {oversub:g}:1, 100 Gbit/s links"
+              f"{' (some points folded: see tables)' if any_folded else ''}'\n"
               f"plot {cols}\n")
     try:
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
