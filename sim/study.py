@@ -52,6 +52,11 @@ def folded(r):
     return r.get("simulated_racks", 0) not in (0, -(-r["workers"] // r.get("rack_size", RACK)))
 
 
+def with_fold(cfg):
+    """The same cell, folded to FOLD_RACKS worker racks."""
+    return (*cfg[:4], cfg[4] + ["--simulated-racks", str(FOLD_RACKS)])
+
+
 def best(results, n, label):
     """The run that stands for one cell: a whole one if there is one, else a folded one."""
     m = sorted((r for r in results if r["workers"] == n and r["label"] == label), key=folded)
@@ -84,7 +89,7 @@ def sweep(n, size):
 
 
 def run_one(sim, cfg, timeout):
-    label, n, size, o, flags = cfg[:5]
+    label, n, size, o, flags = cfg
     t0 = time.time()
     args = [sim, *FABRIC, "--workers", str(n), "--bytes", str(size), "--oversub", str(o), *flags]
     try:
@@ -185,8 +190,7 @@ def main():
     cfgs += sweep(16, 4 * MIB) if a.quick else sweep(64, 8 * MIB)
     plans = {c[:4]: "whole" if a.full else how_to_run(c[0], c[1], c[2]) for c in cfgs}
     skipped = [c for c in cfgs if plans[c[:4]] == "skip"]
-    cfgs = [(*c[:4], c[4] + (["--simulated-racks", str(FOLD_RACKS)] if plans[c[:4]] == "fold" else []))
-            for c in cfgs if plans[c[:4]] != "skip"]
+    cfgs = [with_fold(c) if plans[c[:4]] == "fold" else c for c in cfgs if plans[c[:4]] != "skip"]
     # Cheapest first: what finishes is in the tables even if the expensive runs time out.
     cfgs.sort(key=lambda c: (c[1], c[2], c[3]))
     results, timed_out = [], []
@@ -228,8 +232,7 @@ def check_fold(sim, results_path, out_dir, jobs, timeout):
             continue
         if how_to_run(*key[:3]) == "skip":
             continue  # folding saves nothing there
-        c = grid[key]
-        todo.append((r, (*c[:4], c[4] + ["--simulated-racks", str(FOLD_RACKS)])))
+        todo.append((r, with_fold(grid[key])))
     todo.sort(key=lambda t: (t[0]["bytes"], t[0]["oversub"], t[0]["label"], t[0]["workers"]))
     def cpu(r):
         return f"{r['cpu_s']:.1f} s" if "cpu_s" in r else "?"
