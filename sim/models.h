@@ -25,7 +25,7 @@ struct Run {
 // every rank sending to its right neighbour and receiving from its left one.
 void SpawnRing(const SimConfig& c, const Fabric& f, Run* run);
 
-// Reduction servers as the client and server do it (client/plan.h, client/tcp_communicator.cc):
+// Reduction servers as the client and server do it (client/plan.h, client/server_communicator.cc):
 // every worker stripes its buffer over the servers, cuts each stripe into chunks and keeps a
 // bounded window of chunks in flight per server; a server reduces chunk k once all n workers'
 // chunk k are in and sends the result to every worker.

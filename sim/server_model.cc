@@ -61,7 +61,7 @@ class Worker : public Node {
   bool Done() const override { return results_left_ == 0; }
 
  private:
-  // The client's window (tcp_communicator.cc WindowHasRoom): a fixed chunk count if one is set,
+  // The client's window (server_communicator.cc WindowHasRoom): a fixed chunk count if one is set,
   // else at least kMinWindowChunks and at most kMaxWindowChunks chunks or kWindowBytes bytes.
   bool Room(int j, uint64_t bytes) const {
     if (c_.window > 0) return inflight_[j] < c_.window;

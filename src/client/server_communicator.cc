@@ -11,8 +11,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "auth/proof.h"
 #include "auth/secret.h"
+#include "client/handshake.h"
 #include "client/plan.h"
 #include "common/env.h"
 #include "common/log.h"
@@ -77,46 +77,6 @@ struct ServerLink {
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
 std::atomic<uint64_t> g_next_trace_comm{1};
 
-// Takes the meta of one payload-free message: the answers to a hello or a proof.
-class ReplyCatcher final : public transport::MessageHandler {
- public:
-  Status OnMessageMeta(transport::Connection&, std::span<const uint8_t> meta, uint64_t payload_len,
-                       uint8_t**) override {
-    if (payload_len != 0 || got) {
-      return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
-    }
-    this->meta.assign(meta.begin(), meta.end());
-    got = true;
-    return Status::Ok();
-  }
-  Status OnMessageComplete(transport::Connection&) override { return Status::Ok(); }
-  std::vector<uint8_t> meta;
-  bool got = false;
-};
-
-// Sends one message and waits for the one answer, before the connection carries collectives.
-Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadline deadline,
-                std::vector<uint8_t>* reply) {
-  conn.Send(transport::MakeOutMessage(request, nullptr, 0));
-  ReplyCatcher catcher;
-  for (;;) {
-    OPTCAST_RETURN_IF_ERROR(conn.Flush());
-    const short want =
-        static_cast<short>(POLLIN | (conn.HasPendingWrites() && !conn.WritesSignalReadable() ? POLLOUT : 0));
-    pollfd p{conn.fd(), want, 0};
-    if (deadline.Expired()) return TimeoutError("no answer to the hello in time");
-    const int rc = ::poll(&p, 1, std::min(deadline.RemainingMs(), 50));
-    if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
-      Status st = conn.ReadAvailable(catcher);
-      if (catcher.got) {
-        *reply = std::move(catcher.meta);
-        return Status::Ok();
-      }
-      OPTCAST_RETURN_IF_ERROR(st);
-    }
-  }
-}
-
 class ServerCommunicator final : public Communicator, public transport::MessageHandler {
  public:
   ServerCommunicator(CommunicatorOptions o, transport::Kind kind) : opts_(std::move(o)), transport_(kind) {}
@@ -144,43 +104,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
     OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_));
     for (const std::string& addr : opts_.servers) {
-      transport::Endpoint ep;
-      OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(addr, &ep, wire::kDefaultPort));
-      std::unique_ptr<transport::Connection> conn;
-      OPTCAST_RETURN_IF_ERROR(dialer_->Dial(ep, connect_deadline, 1ull << 32, &conn));
-      wire::Hello hello;
-      hello.job_id = opts_.job_id.bytes;
-      hello.nranks = static_cast<uint32_t>(opts_.nranks);
-      hello.rank = static_cast<uint32_t>(opts_.rank);
-      const Deadline d = Deadline::After(opts_.timeout);
-      std::vector<uint8_t> meta;
-      Status st = Exchange(*conn, wire::EncodeHello(hello), d, &meta);
-      wire::Message reply;
-      if (st.ok()) st = wire::Decode(meta, &reply);
-      if (st.ok() && reply.type == wire::MsgType::kChallenge) {
-        if (opts_.secret.empty()) {
-          return Status(Code::kUnauthenticated,
-                        "server " + ep.ToString() +
-                            " requires authentication; set OPTCAST_SECRET_FILE to the file holding the deployment's "
-                            "secret (the one the servers use)");
-        }
-        const auto proof = wire::EncodeProof(auth::ComputeProof(opts_.secret, reply.challenge, hello));
-        st = Exchange(*conn, proof, d, &meta);
-        if (st.ok()) st = wire::Decode(meta, &reply);
-      }
-      if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
-      if (reply.type == wire::MsgType::kError) {
-        return Status(reply.error.code, "server " + ep.ToString() + " refused rank " + std::to_string(opts_.rank) +
-                                            ": " + reply.error.text);
-      }
-      if (reply.type != wire::MsgType::kWelcome) {
-        return ProtocolError("server " + ep.ToString() + " answered hello with message type " +
-                             std::to_string(static_cast<int>(reply.type)));
-      }
+      JoinedServer joined;
+      OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));
       ServerLink link;
-      link.address = ep.ToString();
-      link.max_payload = reply.welcome.max_payload;
-      link.conn = std::move(conn);
+      link.address = std::move(joined.address);
+      link.max_payload = joined.max_payload;
+      link.conn = std::move(joined.conn);
       servers_.push_back(std::move(link));
     }
     min_max_payload_ = UINT64_MAX;

@@ -1,0 +1,103 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+
+#include "client/handshake.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "auth/proof.h"
+#include "transport/endpoint.h"
+#include "transport/message.h"
+#include "wire/protocol.h"
+
+namespace optcast::client {
+namespace {
+
+// Takes the meta of one payload-free message: the answers to a hello or a proof.
+class ReplyCatcher final : public transport::MessageHandler {
+ public:
+  Status OnMessageMeta(transport::Connection&, std::span<const uint8_t> meta, uint64_t payload_len,
+                       uint8_t**) override {
+    if (payload_len != 0 || got) {
+      return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
+    }
+    this->meta.assign(meta.begin(), meta.end());
+    got = true;
+    return Status::Ok();
+  }
+  Status OnMessageComplete(transport::Connection&) override { return Status::Ok(); }
+  std::vector<uint8_t> meta;
+  bool got = false;
+};
+
+// Sends one message and waits for the one answer, before the connection carries collectives.
+Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadline deadline,
+                std::vector<uint8_t>* reply) {
+  conn.Send(transport::MakeOutMessage(request, nullptr, 0));
+  ReplyCatcher catcher;
+  for (;;) {
+    OPTCAST_RETURN_IF_ERROR(conn.Flush());
+    const short want =
+        static_cast<short>(POLLIN | (conn.HasPendingWrites() && !conn.WritesSignalReadable() ? POLLOUT : 0));
+    pollfd p{conn.fd(), want, 0};
+    if (deadline.Expired()) return TimeoutError("no answer to the hello in time");
+    const int rc = ::poll(&p, 1, std::min(deadline.RemainingMs(), 50));
+    if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+      Status st = conn.ReadAvailable(catcher);
+      if (catcher.got) {
+        *reply = std::move(catcher.meta);
+        return Status::Ok();
+      }
+      OPTCAST_RETURN_IF_ERROR(st);
+    }
+  }
+}
+
+}  // namespace
+
+Status JoinServer(transport::Dialer& dialer, const std::string& server, const CommunicatorOptions& opts,
+                  Deadline connect_deadline, JoinedServer* out) {
+  transport::Endpoint ep;
+  OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(server, &ep, wire::kDefaultPort));
+  std::unique_ptr<transport::Connection> conn;
+  OPTCAST_RETURN_IF_ERROR(dialer.Dial(ep, connect_deadline, 1ull << 32, &conn));
+  wire::Hello hello;
+  hello.job_id = opts.job_id.bytes;
+  hello.nranks = static_cast<uint32_t>(opts.nranks);
+  hello.rank = static_cast<uint32_t>(opts.rank);
+  const Deadline d = Deadline::After(opts.timeout);
+  std::vector<uint8_t> meta;
+  Status st = Exchange(*conn, wire::EncodeHello(hello), d, &meta);
+  wire::Message reply;
+  if (st.ok()) st = wire::Decode(meta, &reply);
+  if (st.ok() && reply.type == wire::MsgType::kChallenge) {
+    if (opts.secret.empty()) {
+      return Status(Code::kUnauthenticated,
+                    "server " + ep.ToString() +
+                        " requires authentication; set OPTCAST_SECRET_FILE to the file holding the deployment's "
+                        "secret (the one the servers use)");
+    }
+    const auto proof = wire::EncodeProof(auth::ComputeProof(opts.secret, reply.challenge, hello));
+    st = Exchange(*conn, proof, d, &meta);
+    if (st.ok()) st = wire::Decode(meta, &reply);
+  }
+  if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
+  if (reply.type == wire::MsgType::kError) {
+    return Status(reply.error.code,
+                  "server " + ep.ToString() + " refused rank " + std::to_string(opts.rank) + ": " + reply.error.text);
+  }
+  if (reply.type != wire::MsgType::kWelcome) {
+    return ProtocolError("server " + ep.ToString() + " answered hello with message type " +
+                         std::to_string(static_cast<int>(reply.type)));
+  }
+  out->address = ep.ToString();
+  out->max_payload = reply.welcome.max_payload;
+  out->conn = std::move(conn);
+  return Status::Ok();
+}
+
+}  // namespace optcast::client

@@ -1,0 +1,32 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// Joining a job on one reduction server: dial, hello, the challenge and proof when the server
+// requires authentication, and the welcome (docs/protocol.md). Done once per server link, before
+// the connection carries any collective.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/env.h"
+#include "optcast/communicator.h"
+#include "optcast/status.h"
+#include "transport/connection.h"
+#include "transport/dialer.h"
+
+namespace optcast::client {
+
+// A connection the server has welcomed into the job.
+struct JoinedServer {
+  std::string address;  // the endpoint as dialed, for messages
+  uint64_t max_payload = 0;
+  std::unique_ptr<transport::Connection> conn;
+};
+
+// Dials `server` ("host:port") within connect_deadline and joins the job of `opts` on it as
+// opts.rank. Errors name the server and, where the server refused, carry its code and reason.
+Status JoinServer(transport::Dialer& dialer, const std::string& server, const CommunicatorOptions& opts,
+                  Deadline connect_deadline, JoinedServer* out);
+
+}  // namespace optcast::client
