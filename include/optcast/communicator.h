@@ -11,6 +11,38 @@
 //   OPTCAST_RETURN_IF_ERROR(comm->AllReduce(buf, buf, n, DataType::kFloat32, RedOp::kSum));
 //
 // Every rank must issue the same collectives with the same arguments in the same order.
+//
+// Thread safety: a Communicator may be used from several threads. Its calls are serialized by
+// one lock per communicator, so they are safe to make concurrently but do not run in parallel;
+// Wait holds that lock until its request completes, so a thread that keeps several requests
+// moving, or shares the communicator with others, should use Test or TestFor. rank() and
+// nranks() never block. Distinct communicators share nothing but the process's log and trace,
+// and may be used from different threads freely.
+//
+// Progress: there are no hidden threads. Collectives advance only inside calls on their
+// communicator (the I* calls, Test, TestFor, Wait); any of these advances every request in
+// flight, not only the one it names.
+//
+// Buffers: the caller owns sendbuf and recvbuf. From the I* call until the request completes
+// (Test or TestFor sets *done, or Wait returns) the communicator may read sendbuf and write recvbuf at any
+// time, so neither may be freed, and recvbuf not read or written; sendbuf must not change.
+// Once the request has completed, with success or with an error, the communicator touches
+// neither again.
+//
+// Requests: an I* call that succeeds hands out a Request owned by the communicator. It is
+// released by the call that completes it: Test or TestFor when it sets *done, or Wait, whatever
+// status they return. After that the pointer is dangling and must not be passed again; every
+// request must be completed exactly once, by one thread. An I* call that fails hands out no
+// request (*request is null).
+//
+// Errors: a failed collective's error is returned by the call that completes it. When a server
+// connection is lost, or nothing progresses for CommunicatorOptions::timeout, the communicator
+// is broken: requests that need that server (or, on a timeout, all) fail, and every later I* call
+// returns the same error. Destroy it and create a new one.
+//
+// Lifetime: complete every request before destroying a communicator (one still in flight is
+// never released, and its sendbuf may still be read while the destructor says goodbye to the
+// servers). Destroying it closes the connections and ends the registrations still open.
 
 #include <chrono>
 #include <cstddef>
@@ -49,8 +81,8 @@ struct CommunicatorOptions {
 // and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 
-// An in-flight collective. Owned by its communicator; released when Test reports it done or
-// Wait returns.
+// An in-flight collective. Owned by its communicator; released when Test or TestFor reports it
+// done or when Wait returns (see "Requests" above).
 class Request;
 
 // A buffer registered with a communicator's transport (Communicator::RegisterMemory). Owned by
@@ -68,13 +100,17 @@ struct TransportStats {
 
 class Communicator {
  public:
+  // Connects to every server in options.servers and joins the job there as options.rank; blocks
+  // until all have welcomed it (dialing for up to connect_timeout, each answer within timeout).
+  // The options are copied. On error *out is left unchanged.
   static Status Create(const CommunicatorOptions& options, std::unique_ptr<Communicator>* out);
   virtual ~Communicator() = default;
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
 
-  // Asynchronous collectives. Buffers must stay valid until the request completes.
+  // Asynchronous collectives: they queue the collective, send what fits at once, and return.
+  // Buffers must stay valid until the request completes (see "Buffers" above).
   // sendbuf == recvbuf is allowed (in place).
   virtual Status IAllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op,
                             Request** request) = 0;
@@ -88,14 +124,16 @@ class Communicator {
                             Request** request) = 0;
 
   // Makes progress without blocking. When *done is set the request is released and the returned
-  // status is the collective's result.
+  // status is the collective's result; otherwise the request stays in flight and the status is OK
+  // (or InvalidArgument for a null request).
   virtual Status Test(Request* request, bool* done) = 0;
   // Like Test, but waits up to max_wait for progress first: lets a caller that must also drive
   // another library's progress (MPI) poll both without spinning.
   virtual Status TestFor(Request* request, std::chrono::milliseconds max_wait, bool* done) {
     return Test(request, done);
   }
-  // Blocks until the request completes (or fails, or times out) and releases it.
+  // Blocks until the request completes (or fails, or times out) and releases it; returns the
+  // collective's result. Holds the communicator's lock meanwhile (see "Thread safety" above).
   virtual Status Wait(Request* request) = 0;
 
   // Registers a buffer that collectives will use again and again (NCCL's regMr), so that the
