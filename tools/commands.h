@@ -6,8 +6,8 @@
 
 namespace optcast::tools {
 
-// Each subcommand registers its flags on `app` and returns the function that runs it (an exit code).
-std::function<int()> AddServerCommand(CLI::App& app);
+// The tools around the product; `server`, the daemon, is in daemon/server_command.h. Each
+// subcommand registers its flags on `app` and returns the function that runs it (an exit code).
 std::function<int()> AddBenchCommand(CLI::App& app);
 std::function<int()> AddDemoCommand(CLI::App& app);
 

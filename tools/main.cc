@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "daemon/server_command.h"
 #include "tools/commands.h"
 #include "tools/emu/emu_command.h"
 
@@ -10,7 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Optcast: AllReduce offload to CPU reduction servers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "optcast 0.1.0");
-  auto server = optcast::tools::AddServerCommand(app);
+  auto server = optcast::daemon::AddServerCommand(app);
   auto bench = optcast::tools::AddBenchCommand(app);
   auto demo = optcast::tools::AddDemoCommand(app);
   auto emu = optcast::tools::AddEmuCommand(app);

@@ -1,4 +1,6 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "daemon/server_command.h"
+
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,14 +15,13 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "config/topology.h"
+#include "daemon/config_flags.h"
 #include "observe/metrics_http.h"
 #include "observe/trace.h"
 #include "server/server.h"
-#include "tools/commands.h"
-#include "tools/config_flags.h"
 #include "transport/ofi/fabric.h"
 
-namespace optcast::tools {
+namespace optcast::daemon {
 
 namespace {
 
@@ -317,4 +318,4 @@ std::function<int()> AddServerCommand(CLI::App& app) {
   };
 }
 
-}  // namespace optcast::tools
+}  // namespace optcast::daemon

@@ -1,5 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "tools/config_flags.h"
+#include "daemon/config_flags.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "config/config_file.h"
 
-namespace optcast::tools {
+namespace optcast::daemon {
 
 namespace {
 
@@ -56,4 +56,4 @@ Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
   return Status::Ok();
 }
 
-}  // namespace optcast::tools
+}  // namespace optcast::daemon

@@ -10,7 +10,7 @@
 
 #include "optcast/status.h"
 
-namespace optcast::tools {
+namespace optcast::daemon {
 
 // Applies `path` to the flags of `cmd` after the command line was parsed. An unknown key or a bad
 // value is refused with "FILE:LINE: ..." naming the key, the reason and the keys there are.
@@ -19,4 +19,4 @@ Status ApplyConfigFile(CLI::App* cmd, const std::string& path);
 // The keys a configuration file for `cmd` may set (its long flag names, without "--").
 std::vector<std::string> ConfigKeys(const CLI::App* cmd);
 
-}  // namespace optcast::tools
+}  // namespace optcast::daemon
