@@ -18,7 +18,7 @@
 #include "tools/bench_check.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_progress.h"
-#include "tools/cpu_time.h"
+#include "tools/process/cpu_time.h"
 #include "transport/ofi/fabric.h"
 
 namespace optcast::tools {

@@ -2,15 +2,14 @@
 #include "tools/local_cluster.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
-#include <thread>
 
 #include "server/server.h"
+#include "tools/process/subprocess.h"
 
 namespace optcast::tools {
 
@@ -22,26 +21,31 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
   for (int i = 0; i < count; ++i) {
     int fds[2];
     if (pipe(fds) != 0) return InternalError("pipe failed");
-    pid_t pid = fork();
-    if (pid < 0) return InternalError("fork failed");
-    if (pid == 0) {
+    pid_t pid = -1;
+    Status forked = ForkCall(
+        [&] {
+          close(fds[0]);
+          server::ServerOptions opts;
+          opts.listen = {host, 0};
+          opts.transport = transport;
+          server::Server srv(opts);
+          Status st = srv.Start();
+          uint32_t port = st.ok() ? srv.port() : 0;
+          if (write(fds[1], &port, sizeof(port)) != sizeof(port)) return 3;
+          close(fds[1]);
+          if (!st.ok()) {
+            std::fprintf(stderr, "optcast: server failed to start: %s\n", st.ToString().c_str());
+            return 2;
+          }
+          signal(SIGTERM, SIG_DFL);
+          st = srv.Run();
+          return st.ok() ? 0 : 1;
+        },
+        &pid);
+    if (!forked.ok()) {
       close(fds[0]);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
-      server::ServerOptions opts;
-      opts.listen = {host, 0};
-      opts.transport = transport;
-      server::Server srv(opts);
-      Status st = srv.Start();
-      uint32_t port = st.ok() ? srv.port() : 0;
-      if (write(fds[1], &port, sizeof(port)) != sizeof(port)) _exit(3);
       close(fds[1]);
-      if (!st.ok()) {
-        std::fprintf(stderr, "optcast: server failed to start: %s\n", st.ToString().c_str());
-        _exit(2);
-      }
-      signal(SIGTERM, SIG_DFL);
-      st = srv.Run();
-      _exit(st.ok() ? 0 : 1);
+      return forked;
     }
     close(fds[1]);
     servers_.push_back(pid);
@@ -55,44 +59,20 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
 }
 
 Status LocalCluster::RunRanks(int nranks, const std::function<int(int)>& body, std::chrono::seconds limit) {
-  std::vector<pid_t> pids;
+  std::vector<Child> ranks(nranks);
+  std::vector<Child*> children;
   for (int r = 0; r < nranks; ++r) {
-    std::fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) return InternalError("fork failed");
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int rc = body(r);
-      std::fflush(stdout);
-      _exit(rc);
-    }
-    pids.push_back(pid);
+    OPTCAST_RETURN_IF_ERROR(ForkCall([&body, r] { return body(r); }, &ranks[r].pid));
+    children.push_back(&ranks[r]);
   }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  WaitOptions wait;
+  wait.limit = limit;
+  wait.poll_interval = std::chrono::milliseconds(5);
+  if (WaitChildren(children, wait) == WaitEnd::kTimedOut) {
+    return TimeoutError("the rank processes did not finish within " + std::to_string(limit.count()) + " s");
+  }
   int failed = 0;
-  size_t alive = pids.size();
-  std::vector<bool> done(pids.size(), false);
-  while (alive > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int status = 0;
-      pid_t r = waitpid(pids[i], &status, WNOHANG);
-      if (r == pids[i]) {
-        done[i] = true;
-        --alive;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-      }
-    }
-    if (alive == 0) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (!done[i]) kill(pids[i], SIGKILL);
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (!done[i]) waitpid(pids[i], nullptr, 0);
-      return TimeoutError("the rank processes did not finish within " + std::to_string(limit.count()) + " s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  for (const Child& c : ranks) failed += c.Succeeded() ? 0 : 1;
   if (failed > 0) return InternalError(std::to_string(failed) + " rank process(es) failed");
   return Status::Ok();
 }

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tools/emu/runner.h"
+#include "tools/process/subprocess.h"
 
 namespace optcast::tools::emu {
 
@@ -23,14 +23,7 @@ constexpr char kBridge[] = "br0";
 constexpr char kHostIface[] = "eth0";
 
 // ip and tc live in /usr/sbin, which is not in every user's PATH (sudo adds it).
-std::string Tool(const char* name) {
-  if (InPath(name)) return name;
-  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
-    std::string p = std::string(dir) + name;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return name;
-}
+std::string Tool(const char* name) { return FindExecutable(name); }
 
 const std::string& Ip() {
   static const std::string path = Tool("ip");

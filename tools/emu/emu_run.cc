@@ -4,8 +4,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -28,9 +26,10 @@
 #include <thread>
 
 #include "auth/proof.h"
-#include "tools/emu/runner.h"
 #include "tools/emu/tree_layout.h"
 #include "tools/plot/line_plot.h"
+#include "tools/process/cpu_time.h"
+#include "tools/process/subprocess.h"
 
 namespace optcast::tools::emu {
 
@@ -47,59 +46,12 @@ volatile std::sig_atomic_t g_interrupted = 0;
 void OnInterrupt(int) { g_interrupted = 1; }
 
 // ------------------------------------------------------------------------------------------
-// CPU accounting
-
-// Whole machine, from the first line of /proc/stat (jiffies).
-struct CpuSample {
-  uint64_t busy = 0;
-  uint64_t total = 0;
-  uint64_t softirq = 0;  // where veth, bridge and HTB forwarding is accounted
-};
-
-CpuSample ReadMachineCpu() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  uint64_t v[10] = {};
-  f >> cpu;
-  for (auto& x : v) f >> x;
-  CpuSample s;
-  for (auto x : v) s.total += x;
-  s.total -= v[8] + v[9];          // guest time is already counted in user/nice
-  s.busy = s.total - v[3] - v[4];  // minus idle and iowait
-  s.softirq = v[6];
-  return s;
-}
-
-double BusyFraction(const CpuSample& a, const CpuSample& b) {
-  return b.total > a.total ? static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total) : 0.0;
-}
-
-// utime + stime of a live process, in seconds.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t close_paren = text.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  std::istringstream in(text.substr(close_paren + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {  // fields 14 and 15 (1-based) of proc(5)
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// ------------------------------------------------------------------------------------------
 // Child processes inside the namespaces
 
-struct Proc {
-  pid_t pid = -1;
+// A child with what it is, for messages, and where its output goes.
+struct Proc : Child {
   std::string what;  // "rank 3 (server 16 MiB)"
   std::string log;
-  bool done = false;
-  int status = 0;
-  double cpu_seconds = 0;
 };
 
 // `ip netns exec NS argv...` with stdout and stderr in `log`. The child dies with us
@@ -109,26 +61,10 @@ Status Spawn(const std::string& netns, const std::vector<std::string>& argv, con
   std::vector<std::string> full = {"ip", "netns", "exec", netns};
   full.insert(full.end(), argv.begin(), argv.end());
   if (verbose) std::printf("+ %s > %s\n", JoinCommand(full).c_str(), log.c_str());
-  std::vector<char*> args;
-  for (auto& a : full) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) return InternalError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-    signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which cleans up in order
-    execvp("ip", args.data());
-    execv("/usr/sbin/ip", args.data());
-    std::fprintf(stderr, "cannot run ip: %s\n", std::strerror(errno));
-    _exit(127);
-  }
-  proc->pid = pid;
+  SpawnOptions spawn;
+  spawn.output_file = log;
+  spawn.ignore_sigint = true;  // Ctrl-C goes to the launcher, which cleans up in order
+  OPTCAST_RETURN_IF_ERROR(tools::Spawn(full, spawn, &proc->pid));
   proc->log = log;
   return Status::Ok();
 }
@@ -149,50 +85,24 @@ std::string Tail(const std::string& path, size_t max_lines = 12) {
 // Waits for every process in `procs`. The first failure (or the time limit, or Ctrl-C) kills the
 // rest and comes back as an error that quotes the failing process's log.
 Status WaitAll(std::vector<Proc>& procs, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  auto kill_rest = [&] {
-    for (auto& p : procs) {
-      if (!p.done) kill(p.pid, SIGKILL);
+  std::vector<Child*> children;
+  for (auto& p : procs) children.push_back(&p);
+  WaitOptions wait;
+  wait.limit = limit;
+  wait.stop_at_first_failure = true;
+  wait.interrupted = &g_interrupted;
+  size_t failed = 0;
+  switch (WaitChildren(children, wait, &failed)) {
+    case WaitEnd::kAllDone: return Status::Ok();
+    case WaitEnd::kFailed: {
+      const Proc& p = procs[failed];
+      return InternalError(p.what + " " + p.HowItEnded() + "; its log (" + p.log + "):\n" + Tail(p.log));
     }
-    for (auto& p : procs) {
-      if (!p.done) {
-        waitpid(p.pid, nullptr, 0);
-        p.done = true;
-      }
-    }
-  };
-  size_t left = procs.size();
-  while (left > 0) {
-    for (auto& p : procs) {
-      if (p.done) continue;
-      rusage ru{};
-      int status = 0;
-      pid_t r = wait4(p.pid, &status, WNOHANG, &ru);
-      if (r != p.pid) continue;
-      p.done = true;
-      p.status = status;
-      p.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-      --left;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        kill_rest();
-        std::string how = WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
-                                            : "was killed by signal " + std::to_string(WTERMSIG(status));
-        return InternalError(p.what + " " + how + "; its log (" + p.log + "):\n" + Tail(p.log));
-      }
-    }
-    if (left == 0) break;
-    if (g_interrupted) {
-      kill_rest();
-      return InternalError("interrupted");
-    }
-    if (Clock::now() > deadline) {
-      kill_rest();
-      return TimeoutError("the ranks did not finish within " + std::to_string(limit.count()) + " s; last lines of " +
-                          procs.front().log + ":\n" + Tail(procs.front().log));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    case WaitEnd::kInterrupted: return InternalError("interrupted");
+    case WaitEnd::kTimedOut: break;
   }
-  return Status::Ok();
+  return TimeoutError("the ranks did not finish within " + std::to_string(limit.count()) + " s; last lines of " +
+                      procs.front().log + ":\n" + Tail(procs.front().log));
 }
 
 // Waits until a freshly started server has printed that it listens (or has died).
@@ -597,7 +507,7 @@ Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, R
   const auto limit = std::chrono::seconds(60 + static_cast<int>(3 * ideal_s));
   std::vector<double> server_cpu0;
   for (const auto& s : servers_) server_cpu0.push_back(ProcessCpuSeconds(s.pid));
-  const CpuSample cpu0 = ReadMachineCpu();
+  const MachineCpu cpu0 = ReadMachineCpu();
   const auto t0 = Clock::now();
   for (int r = 0; r < o_.spec.workers; ++r) {
     ranks[r].what = algo + " rank " + std::to_string(r) + " at " + SizeLabel(bytes) +
@@ -614,7 +524,7 @@ Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, R
   }
   OPTCAST_RETURN_IF_ERROR(WaitAll(ranks, limit));
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  const CpuSample cpu1 = ReadMachineCpu();
+  const MachineCpu cpu1 = ReadMachineCpu();
   // Ours = our processes' user+system time plus all softirq time: packet forwarding through the
   // veths and the bridge runs in softirq context, charged to no process of ours (nothing else
   // here moves much traffic, so the machine-wide softirq figure is nearly all ours).
@@ -727,7 +637,7 @@ int Emulation::Run() {
   std::fflush(stdout);
   // The cluster shares the CPUs with whatever else runs here; say so when that is a lot, since
   // waiting for a CPU delays every hop of a pipelined collective.
-  const CpuSample before0 = ReadMachineCpu();
+  const MachineCpu before0 = ReadMachineCpu();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   busy_before_ = BusyFraction(before0, ReadMachineCpu());
   if (busy_before_ > 0.25) {
