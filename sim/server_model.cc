@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "client/plan.h"
+#include "client/send_window.h"
 #include "common/shard.h"
 #include "sim/models.h"
 #include "wire/protocol.h"
@@ -61,8 +62,10 @@ class Worker : public Node {
   bool Done() const override { return results_left_ == 0; }
 
  private:
-  // The client's window (server_communicator.cc WindowHasRoom): a fixed chunk count if one is set,
-  // else at least kMinWindowChunks and at most kMaxWindowChunks chunks or kWindowBytes bytes.
+  // A window of chunks per server: a fixed count if one is set, else at least kMinWindowChunks and
+  // at most kMaxWindowChunks chunks or kWindowBytes bytes (client/send_window.h), open from the
+  // start. The client opens its window from two chunks up to a steady value that the jitter of
+  // real hosts calls for; the model has no jitter, and is calibrated with this fixed window.
   bool Room(int j, uint64_t bytes) const {
     if (c_.window > 0) return inflight_[j] < c_.window;
     if (inflight_[j] < client::kMinWindowChunks) return true;

@@ -43,11 +43,7 @@ inline constexpr ChunkPolicy kFabricChunks{256 * 1024, 1024 * 1024, 4};
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,
                           const ChunkPolicy& policy = kStreamChunks);
 
-// Bytes in flight per server connection (at least kMinWindowChunks chunks, at most
-// kMaxWindowChunks). More than the path needs only adds a tail of results after the last upload.
-inline constexpr uint64_t kWindowBytes = 512 * 1024;
-inline constexpr int kMinWindowChunks = 2;
-inline constexpr int kMaxWindowChunks = 16;
+// How many chunks are in flight per server connection: client/send_window.h.
 
 // What one rank does with one server for one collective.
 struct ServerPlan {

@@ -14,6 +14,7 @@
 #include "auth/secret.h"
 #include "client/handshake.h"
 #include "client/plan.h"
+#include "client/send_window.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "observe/trace.h"
@@ -61,8 +62,7 @@ struct ServerLink {
   std::string address;
   std::unique_ptr<transport::Connection> conn;
   uint64_t max_payload = 0;
-  int inflight = 0;             // chunks sent whose result/ack has not come back
-  uint64_t inflight_bytes = 0;  // their payload bytes
+  SendWindow window;  // chunks sent whose result/ack has not come back, and how many may be
   std::deque<PendingSends> queue;
   Request* rx_req = nullptr;
   bool rx_credit = false;
@@ -107,6 +107,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       JoinedServer joined;
       OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));
       ServerLink link;
+      link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(opts_.servers.size())));
       link.address = std::move(joined.address);
       link.max_payload = joined.max_payload;
       link.conn = std::move(joined.conn);
@@ -347,44 +348,42 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     return st;
   }
 
-  bool WindowHasRoom(const ServerLink& s, uint64_t bytes) const {
-    if (opts_.window > 0) return s.inflight < opts_.window;
-    if (s.inflight < kMinWindowChunks) return true;
-    return s.inflight < kMaxWindowChunks && s.inflight_bytes + bytes <= kWindowBytes;
-  }
+  static void ReturnCredit(ServerLink* link, uint64_t bytes) { link->window.OnReturned(bytes); }
 
-  static void ReturnCredit(ServerLink* link, uint64_t bytes) {
-    --link->inflight;
-    link->inflight_bytes -= std::min(link->inflight_bytes, bytes);
-  }
-
-  // Queues chunks up to the window on every link.
+  // Sends chunks up to the window on every link, one chunk per link per round, so that every
+  // server gets chunk k before any gets chunk k+1, and every rank goes round the links in the
+  // same order, so that a server has chunk k from every rank soon after the first one. Each
+  // chunk is handed to its connection at once: the host sends the links' bytes in the order they
+  // were written, and a link written in one piece goes out whole before the next link's first
+  // chunk, so that every server waits for the last link's turn (docs/benchmarks.md).
   void FillWindows() {
-    for (auto& s : servers_) {
-      while (!s.queue.empty()) {
+    const size_t n = servers_.size();
+    for (bool sent = true; sent;) {
+      sent = false;
+      for (size_t i = 0; i < n; ++i) {
+        ServerLink& s = servers_[i];
+        if (s.failed) continue;
+        while (!s.queue.empty() && s.queue.front().next == s.queue.front().chunks.size()) s.queue.pop_front();
+        if (s.queue.empty()) continue;
         PendingSends& ps = s.queue.front();
-        if (ps.next == ps.chunks.size()) {
-          s.queue.pop_front();
-          continue;
-        }
         const wire::ChunkRef& ref = ps.chunks[ps.next];
         const uint64_t bytes = static_cast<uint64_t>(ref.count) * ps.req->esize;
-        if (!WindowHasRoom(s, bytes)) break;
+        if (!s.window.HasRoom(bytes)) continue;
         ++ps.next;
         const uint8_t* src = ps.req->send;
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
         wire::Chunk chunk{ps.desc, ref};
         transport::OutMessage msg;
-        wire::EncodeChunkTo(chunk,
-                            transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize,
-                                                       static_cast<uint64_t>(ref.count) * ps.req->esize));
+        wire::EncodeChunkTo(
+            chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize, bytes));
         msg.tag = ps.req->seq;
         if (s.trace_track != 0) TraceSend(&s, &msg);
-        s.conn->Send(std::move(msg));
-        ++s.inflight;
-        s.inflight_bytes += bytes;
+        s.window.OnSent(bytes);
         if (ps.next == ps.chunks.size()) s.queue.pop_front();
+        s.conn->Send(std::move(msg));
+        FlushLink(s);  // may fail the link, and with it requests queued on other links
+        sent = true;
       }
     }
   }
@@ -436,16 +435,18 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   }
 
   void FlushAll() {
-    for (auto& s : servers_) {
-      if (s.failed || !s.conn->HasPendingWrites()) continue;
-      Status st = s.conn->Flush();
-      if (!st.ok()) {
-        // The server may have closed after sending an error: that error is the better news.
-        Status why = UnavailableError("lost the connection to server " + s.address + ": " + st.message());
-        Status read = s.conn->ReadAvailable(*this);
-        if (!read.ok() && read.code() != Code::kUnavailable) why = read;
-        FailLink(s, why);
-      }
+    for (auto& s : servers_) FlushLink(s);
+  }
+
+  void FlushLink(ServerLink& s) {
+    if (s.failed || !s.conn->HasPendingWrites()) return;
+    Status st = s.conn->Flush();
+    if (!st.ok()) {
+      // The server may have closed after sending an error: that error is the better news.
+      Status why = UnavailableError("lost the connection to server " + s.address + ": " + st.message());
+      Status read = s.conn->ReadAvailable(*this);
+      if (!read.ok() && read.code() != Code::kUnavailable) why = read;
+      FailLink(s, why);
     }
   }
 

@@ -168,6 +168,52 @@ TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   EXPECT_EQ(Shell(optcast_ + " emu down", &out), 0) << "down twice: " << out;
 }
 
+// --tcp-cc and --queue-packets reach every host and every switch port, a run under them reports
+// them and still gets every result right, and a congestion control the tool does not offer is
+// refused before anything is built.
+TEST_F(EmuTest, CongestionControlAndQueueLengthAreSetPerHost) {
+  std::string out, allowed_before, allowed_after_up;
+  ASSERT_EQ(Shell("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control", &allowed_before), 0);
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit --tcp-cc reno --queue-packets 100", &out),
+            0)
+      << out;
+  for (const char* ns : {"optcast-emu-w0", "optcast-emu-w1", "optcast-emu-s0"}) {
+    out.clear();
+    ASSERT_EQ(Shell(std::string("ip netns exec ") + ns + " sysctl -n net.ipv4.tcp_congestion_control", &out), 0);
+    EXPECT_EQ(out, "reno\n") << ns;
+  }
+  for (const char* port : {"w0", "w1", "s0"}) {
+    out.clear();
+    ASSERT_EQ(Shell(std::string("tc -n optcast-emu-sw qdisc show dev ") + port, &out), 0);
+    EXPECT_NE(out.find("pfifo 10: parent 1:1 limit 100p"), std::string::npos) << port << ": " << out;
+  }
+  out.clear();
+  ASSERT_EQ(Shell("sysctl -n net.ipv4.tcp_congestion_control", &out), 0);
+  EXPECT_NE(out, "reno\n") << "the machine's own setting must not change";
+  out.clear();
+  ASSERT_EQ(Shell("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control", &allowed_after_up), 0);
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu down", &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(Shell("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control", &out), 0);
+  EXPECT_EQ(out, allowed_before) << "down puts the machine's allowed list back (it was " << allowed_after_up << ")";
+
+  nlohmann::json j;
+  ASSERT_NO_FATAL_FAILURE(RunEmuJson(
+      "--workers 2 --servers 2 --rate 200mbit --tcp-cc cubic --queue-packets 100 -b 256K -e 1M -f 4 -n 2 -w 1 "
+      "--algo server,ring",
+      "cc", &j, &out));
+  EXPECT_EQ(j["cluster"]["tcp_cc"], "cubic");
+  EXPECT_EQ(j["cluster"]["queue_packets"], 100);
+  EXPECT_NE(out.find("cubic, switch queues of 100 packets"), std::string::npos) << out;
+  for (const auto& row : j["results"]) EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u) << row.dump();
+
+  out.clear();
+  EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --tcp-cc vegas", &out), 0);
+  EXPECT_NE(out.find("'vegas' is not one of bbr, cubic, reno"), std::string::npos) << out;
+  EXPECT_EQ(EmuNamespaces(), "");
+}
+
 // A worker's link cut in the middle of a job: the rank behind it and the rank still connected
 // both end with an error within the timeouts (no hang), the server survives, and teardown leaves
 // nothing behind.

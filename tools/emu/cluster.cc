@@ -63,7 +63,60 @@ Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bit
               verbose);
 }
 
-Status AddHost(const Host& h, uint64_t rate_bits, int mtu, bool verbose) {
+// A FIFO of `packets` under the port's rate limit: a switch port's buffer of that many frames.
+Status LimitQueue(const std::string& netns, const std::string& dev, int packets, bool verbose) {
+  return Step({Tc(), "-n", netns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit",
+               std::to_string(packets)},
+              verbose);
+}
+
+constexpr char kAllowedCcPath[] = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+// Where Up() keeps the machine's list of congestion controls that namespaces may choose, when it
+// had to widen it, so that Down() puts it back.
+constexpr char kSavedAllowedCcPath[] = "/run/optcast-emu-allowed-cc";
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+Status WriteLine(const std::string& path, const std::string& line) {
+  std::ofstream f(path);
+  f << line << "\n";
+  f.close();
+  if (!f) return InternalError("cannot write " + path);
+  return Status::Ok();
+}
+
+// A namespace other than the machine's may make only the congestion controls the machine lists
+// as allowed its default (the kernel refuses the others with EPERM). Adds `cc` to that list
+// until Down(); the machine's own default is not touched.
+Status AllowCongestionControl(const std::string& cc, bool verbose) {
+  const std::string allowed = ReadLine(kAllowedCcPath);
+  std::istringstream names(allowed);
+  std::string name;
+  while (names >> name) {
+    if (name == cc) return Status::Ok();
+  }
+  if (::access(kSavedAllowedCcPath, F_OK) != 0) OPTCAST_RETURN_IF_ERROR(WriteLine(kSavedAllowedCcPath, allowed));
+  if (verbose) std::printf("+ echo '%s %s' > %s\n", allowed.c_str(), cc.c_str(), kAllowedCcPath);
+  return WriteLine(kAllowedCcPath, allowed + " " + cc);
+}
+
+Status RestoreAllowedCongestionControls(bool verbose) {
+  if (::access(kSavedAllowedCcPath, F_OK) != 0) return Status::Ok();
+  const std::string saved = ReadLine(kSavedAllowedCcPath);
+  if (verbose) std::printf("+ echo '%s' > %s\n", saved.c_str(), kAllowedCcPath);
+  OPTCAST_RETURN_IF_ERROR(WriteLine(kAllowedCcPath, saved));
+  ::unlink(kSavedAllowedCcPath);
+  return Status::Ok();
+}
+
+Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
+  const uint64_t rate_bits = spec.rate_bits;
+  const int mtu = spec.mtu;
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", h.netns}, verbose));
   // Created inside the switch namespace with its peer placed straight into the host namespace,
   // so no interface ever appears in the caller's namespace.
@@ -79,7 +132,13 @@ Status AddHost(const Host& h, uint64_t rate_bits, int mtu, bool verbose) {
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, mtu, verbose));
-  return Shape(h.netns, kHostIface, rate_bits, mtu, verbose);
+  if (spec.queue_packets > 0)
+    OPTCAST_RETURN_IF_ERROR(LimitQueue(kSwitchNamespace, h.name, spec.queue_packets, verbose));
+  OPTCAST_RETURN_IF_ERROR(Shape(h.netns, kHostIface, rate_bits, mtu, verbose));
+  if (spec.tcp_cc.empty()) return Status::Ok();
+  // Per namespace since Linux 4.15: every socket the host's processes open uses it.
+  return Step({Ip(), "netns", "exec", h.netns, "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + spec.tcp_cc},
+              verbose);
 }
 
 std::vector<pid_t> NamespacePids(const std::string& netns) {
@@ -213,9 +272,35 @@ Status Down(bool verbose) {
     if (!st.ok() && first.ok()) first = st;
   }
   if (!first.ok()) return first;
+  OPTCAST_RETURN_IF_ERROR(RestoreAllowedCongestionControls(verbose));
   OPTCAST_RETURN_IF_ERROR(ListNamespaces(&names));
   if (!names.empty()) return InternalError("namespaces still present after down: " + names.front());
   return Status::Ok();
+}
+
+Status CheckTcpCongestionControl(const std::string& cc) {
+  std::string known;
+  for (const char* k : kTcpCongestionControls) known += (known.empty() ? "" : ", ") + std::string(k);
+  if (std::find(std::begin(kTcpCongestionControls), std::end(kTcpCongestionControls), cc) ==
+      std::end(kTcpCongestionControls)) {
+    return InvalidArgument("--tcp-cc '" + cc + "' is not one of " + known);
+  }
+  std::ifstream f("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string name;
+  while (f >> name) {
+    if (name == cc) return Status::Ok();
+  }
+  return UnavailableError("this kernel does not offer TCP congestion control '" + cc +
+                          "' (see /proc/sys/net/ipv4/tcp_available_congestion_control); load it with: modprobe tcp_" +
+                          cc);
+}
+
+std::string DescribeNetwork(const ClusterSpec& spec) {
+  std::string text = "MTU " + std::to_string(spec.mtu);
+  text += ", TCP " + (spec.tcp_cc.empty() ? std::string("default congestion control") : spec.tcp_cc);
+  text += spec.queue_packets > 0 ? ", switch queues of " + std::to_string(spec.queue_packets) + " packets"
+                                 : ", default switch queues";
+  return text;
 }
 
 Status Up(const ClusterSpec& spec, bool verbose) {
@@ -223,12 +308,15 @@ Status Up(const ClusterSpec& spec, bool verbose) {
     return InvalidArgument("need 1 <= --workers <= " + std::to_string(kMaxWorkers) +
                            " and 0 <= --servers <= " + std::to_string(kMaxServers));
   }
+  if (!spec.tcp_cc.empty()) OPTCAST_RETURN_IF_ERROR(CheckTcpCongestionControl(spec.tcp_cc));
+  if (spec.queue_packets < 0) return InvalidArgument("--queue-packets must be 0 (device default) or more");
   OPTCAST_RETURN_IF_ERROR(Down(verbose));
   Status st = [&]() -> Status {
+    if (!spec.tcp_cc.empty()) OPTCAST_RETURN_IF_ERROR(AllowCongestionControl(spec.tcp_cc, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", kSwitchNamespace}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", kBridge, "type", "bridge"}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", kBridge, "up"}, verbose));
-    for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec.rate_bits, spec.mtu, verbose));
+    for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec, verbose));
     return Status::Ok();
   }();
   if (!st.ok()) {

@@ -31,7 +31,20 @@ struct ClusterSpec {
   // Jumbo frames, as on the fabrics training clusters use (EFA 8900+, RoCE/IB 4096): at 1500 the
   // Ethernet, IP and TCP headers alone take 4.4% of every link from every algorithm.
   int mtu = 9000;
+  // TCP congestion control of every host (bbr, cubic, reno: net.ipv4.tcp_congestion_control in
+  // each host's namespace); empty keeps the machine's default.
+  std::string tcp_cc;
+  // Packets each switch port queues towards its host before it drops (a FIFO under the port's
+  // rate limit); 0 keeps the device default (txqueuelen, 1000).
+  int queue_packets = 0;
 };
+
+// The congestion controls --tcp-cc accepts.
+inline constexpr const char* kTcpCongestionControls[] = {"bbr", "cubic", "reno"};
+// An error unless `cc` is one of them and this kernel offers it.
+Status CheckTcpCongestionControl(const std::string& cc);
+// "bbr, MTU 1500, queues of 100 packets": the parts of the spec a reader needs to rerun it.
+std::string DescribeNetwork(const ClusterSpec& spec);
 
 enum class Role { kWorker, kServer };
 

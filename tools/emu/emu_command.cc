@@ -32,6 +32,12 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
   cmd->add_option("--mtu", f->run.spec.mtu, "Link MTU in bytes (9000: jumbo frames, as training fabrics use)")
       ->capture_default_str()
       ->check(CLI::Range(576, 65000));
+  cmd->add_option("--tcp-cc", f->run.spec.tcp_cc,
+                  "TCP congestion control of every host: bbr, cubic or reno "
+                  "(default: the machine's)");
+  cmd->add_option("--queue-packets", f->run.spec.queue_packets,
+                  "Packets each switch port queues towards its host (default: the device's 1000)")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_flag("-v,--verbose", f->verbose, "Print every ip/tc command and process started");
 }
 

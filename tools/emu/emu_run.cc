@@ -248,8 +248,8 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
   const std::string tree = o.tree ? fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth) : "";
-  std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), MTU %d\n",
-              s.workers, s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, s.mtu);
+  std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), %s\n", s.workers,
+              s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, DescribeNetwork(s).c_str());
   std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
               b.ring_Bps / 1e6, ideal);
   // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
@@ -551,6 +551,8 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"rate", FormatRate(o_.spec.rate_bits)},
                   {"rate_bits", o_.spec.rate_bits},
                   {"mtu", o_.spec.mtu},
+                  {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
+                  {"queue_packets", o_.spec.queue_packets},
                   {"rate_Bps", bounds_.rate_Bps},
                   {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
   j["dtype"] = "float32";
@@ -632,8 +634,8 @@ int Emulation::Run() {
   for (uint64_t b = o_.min_bytes; b <= o_.max_bytes; b *= o_.factor) sizes.push_back(b / 4 * 4);  // whole floats
   const int phases = static_cast<int>(sizes.size() * algos_.size());
 
-  std::printf("# optcast emu: %d workers, %d servers, %s links (MTU %d); logs in %s\n", o_.spec.workers,
-              o_.spec.servers, FormatRate(o_.spec.rate_bits).c_str(), o_.spec.mtu, workdir_.c_str());
+  std::printf("# optcast emu: %d workers, %d servers, %s links (%s); logs in %s\n", o_.spec.workers, o_.spec.servers,
+              FormatRate(o_.spec.rate_bits).c_str(), DescribeNetwork(o_.spec).c_str(), workdir_.c_str());
   std::fflush(stdout);
   // The cluster shares the CPUs with whatever else runs here; say so when that is a lot, since
   // waiting for a CPU delays every hop of a pipelined collective.
