@@ -7,9 +7,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <mutex>
 #include <tuple>
 #include <type_traits>
 
@@ -109,9 +107,6 @@ bool TryBind(void* lib, const char* symbol, int version, const std::string& path
   return true;
 }
 
-std::mutex g_log_mu;
-std::string g_last_warning;
-
 bool EchoInfo() {
   static const bool echo = [] {
     const std::string level = GetEnv("NCCL_DEBUG").value_or("");
@@ -190,27 +185,15 @@ Status CollNetTable::Open(const std::string& path, std::unique_ptr<CollNetTable>
   return InvalidArgument(path + " exports no ncclCollNetPlugin_v6..v12 table; is it a CollNet plugin?");
 }
 
-void PluginLogger(nccl::ncclDebugLogLevel level, unsigned long /*flags*/, const char* file, int line, const char* fmt,
-                  ...) {
+void PluginLogger(nccl::ncclDebugLogLevel level, unsigned long /*flags*/, const char* /*file*/, int /*line*/,
+                  const char* fmt, ...) {
   if (level != nccl::NCCL_LOG_WARN && !(level == nccl::NCCL_LOG_INFO && EchoInfo())) return;
-  char buf[4096];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  const std::string text = FormatPluginLine(level, fmt, ap);
   va_end(ap);
-  const bool warn = level == nccl::NCCL_LOG_WARN;
-  std::fprintf(stderr, "[nccl-plugin] %s %s\n", warn ? "WARN" : "INFO", buf);
-  if (warn) {
-    std::lock_guard<std::mutex> lock(g_log_mu);
-    g_last_warning = buf;
-  }
-  (void)file;
-  (void)line;
-}
-
-std::string LastPluginWarning() {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  return g_last_warning;
+  std::fprintf(stderr, "[nccl-plugin] %s\n", text.c_str());
+  KeepPluginLine(text);
 }
 
 const char* ResultName(ncclResult_t r) {

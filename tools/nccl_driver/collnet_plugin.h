@@ -13,6 +13,7 @@
 
 #include "nccl/nccl_abi.h"
 #include "optcast/status.h"
+#include "tools/nccl_driver/plugin_log.h"
 
 namespace optcast::tools::nccl_driver {
 
@@ -65,11 +66,9 @@ class CollNetTable {
 };
 
 // A logger with NCCL's signature for the plugin: WARN lines go to stderr, INFO lines too when
-// NCCL_DEBUG is INFO or TRACE (as NCCL would show them). The last lines are kept so that an
-// error can quote what the plugin said about it.
+// NCCL_DEBUG is INFO or TRACE (as NCCL would show them). Lines are kept (plugin_log.h), so that
+// an error can quote what the plugin said about it.
 void PluginLogger(nccl::ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
-// The most recent WARN line the plugin logged in this process, or "".
-std::string LastPluginWarning();
 
 // "ncclSuccess", "ncclRemoteError", ...
 const char* ResultName(ncclResult_t r);
