@@ -35,6 +35,8 @@ class Algo {
   virtual Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) = 0;
   // What the header says about how the algorithm runs, beyond its name ("" for nothing).
   virtual std::string Describe() const { return ""; }
+  // A line for after the algorithm's rows ("" for none).
+  virtual std::string Footer() const { return ""; }
 };
 
 class ServerAlgo : public Algo {
@@ -73,6 +75,10 @@ class PluginAlgo : public Algo {
     return plugin_->AllReduce(s, recv, count, dt, op, send_.mhandle, recv_.mhandle);
   }
   std::string Describe() const override { return plugin_->Describe(); }
+  std::string Footer() const override {
+    const uint64_t n = plugin_->null_requests();
+    return n == 0 ? "" : fmt::format("rank 0 was told {} times to call iallreduce again later (null request)", n);
+  }
 
  private:
   struct Region {
@@ -262,6 +268,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       }
       if (opts.factor < 2) break;
     }
+    if (rank == 0 && !opts.quiet && !algo->Footer().empty()) std::printf("# %s\n", algo->Footer().c_str());
   }
   progress.Finish();
   if (rank == 0) {
