@@ -69,6 +69,12 @@ int RunBench(BenchOptions opts) {
       std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
       return 2;
     }
+    if (opts.op == RedOp::kAvg) {
+      std::fprintf(stderr,
+                   "optcast bench: NCCL never hands avg to a CollNet plugin (it sums through CollNet and divides on "
+                   "the GPU); use -o sum for the plugin path\n");
+      return 2;
+    }
     if (opts.channels < 1 || opts.plugin_chunk_bytes == 0) {
       std::fprintf(stderr, "optcast bench: need --channels >= 1 and --plugin-chunk > 0\n");
       return 2;

@@ -150,5 +150,16 @@ TEST(PluginBench, MissingPluginSaysWhereToPointIt) {
   EXPECT_NE(r.err.find("--plugin /nonexistent/libnccl-net-optcast.so is not a file"), std::string::npos) << r.err;
 }
 
+// NCCL sums through CollNet and divides on the GPU, so the plugin path has no avg to measure.
+TEST(PluginBench, AvgIsRefusedBeforeAnyRankStarts) {
+  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  RunResult r =
+      RunToEnd({Bin(), "bench", "--nranks", "2", "--through", "nccl-plugin", "-o", "avg", "-b", "8", "-e", "8"},
+               milliseconds(30000));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("use -o sum for the plugin path"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("# algo:"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace optcast::tooltest
