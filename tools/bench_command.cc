@@ -11,6 +11,7 @@
 #include "tools/bench_rank.h"
 #include "tools/commands.h"
 #include "tools/local_cluster.h"
+#include "tools/nccl_driver/collnet_plugin.h"
 #include "transport/kind.h"
 
 namespace optcast::tools {
@@ -53,7 +54,33 @@ int RunBench(BenchOptions opts) {
       for (auto& e : eps) opts.servers.push_back(e.ToString());
     }
   }
-  const bool wants_server = std::find(opts.algos.begin(), opts.algos.end(), "server") != opts.algos.end();
+  if (opts.through == "nccl-plugin") {
+    // The server path goes through the plugin instead of the client library.
+    for (auto& a : opts.algos) {
+      if (a == "server") a = "plugin";
+    }
+  }
+  auto wants = [&](const char* algo) {
+    return std::find(opts.algos.begin(), opts.algos.end(), algo) != opts.algos.end();
+  };
+  if (wants("plugin")) {
+    // Found here, before any rank starts, so that a missing plugin is one clear error.
+    if (Status st = nccl_driver::FindPlugin(opts.plugin_path, &opts.plugin_path); !st.ok()) {
+      std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
+      return 2;
+    }
+    if (opts.op == RedOp::kAvg) {
+      std::fprintf(stderr,
+                   "optcast bench: NCCL never hands avg to a CollNet plugin (it sums through CollNet and divides on "
+                   "the GPU); use -o sum for the plugin path\n");
+      return 2;
+    }
+    if (opts.channels < 1 || opts.plugin_chunk_bytes == 0) {
+      std::fprintf(stderr, "optcast bench: need --channels >= 1 and --plugin-chunk > 0\n");
+      return 2;
+    }
+  }
+  const bool wants_server = wants("server") || wants("plugin");
 
   int env_rank = -1, env_nranks = 0;
   const bool rank_mode = opts.rank >= 0 || RankFromEnvironment(&env_rank, &env_nranks);
@@ -72,7 +99,9 @@ int RunBench(BenchOptions opts) {
       return 2;
     }
     if (wants_server && opts.servers.empty()) {
-      std::fprintf(stderr, "optcast bench: --algo server needs --servers HOST:PORT[,...] (or OPTCAST_SERVERS)\n");
+      std::fprintf(stderr,
+                   "optcast bench: --algo server and --through nccl-plugin need --servers HOST:PORT[,...] (or "
+                   "OPTCAST_SERVERS)\n");
       return 2;
     }
     transport::Endpoint ep;
@@ -143,6 +172,7 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   auto op = std::make_shared<std::string>("sum");
   auto check = std::make_shared<int>(1);
   auto chunk = std::make_shared<std::string>();
+  auto plugin_chunk = std::make_shared<std::string>("512K");
   CLI::App* cmd = app.add_subcommand("bench",
                                      "AllReduce benchmark in the nccl-tests layout: reduction servers "
                                      "against a ring, on this machine or as one rank of a multi-host run");
@@ -155,7 +185,8 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("-n,--iters", opts->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", opts->warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_option("-c,--check", *check, "Check results (1) or not (0)")->capture_default_str();
-  cmd->add_option("--algo", opts->algos, "Algorithms to run: server, ring (comma-separated)")
+  cmd->add_option("--algo", opts->algos,
+                  "Algorithms to run: server, ring, plugin (= server through the NCCL plugin) (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--nranks", opts->nranks, "Rank processes (local mode), or the run's size (with --rank)")
@@ -171,6 +202,18 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
                   "OPTCAST_OFI_PROVIDER). Default: OPTCAST_TRANSPORT, else tcp")
       ->check(CLI::IsMember({"tcp", "ofi"}));
   cmd->add_option("--chunk", *chunk, "Chunk size for the server path (default: automatic)");
+  cmd->add_option("--through", opts->through,
+                  "What carries --algo server: client (the C++ client library) or nccl-plugin "
+                  "(libnccl-net-optcast.so's CollNet, driven as NCCL's proxy does; rows say 'plugin')")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"client", "nccl-plugin"}));
+  cmd->add_option("--plugin", opts->plugin_path,
+                  "The libnccl-net-optcast.so to load (default: $OPTCAST_NCCL_PLUGIN, else the one built or "
+                  "installed with this optcast)");
+  cmd->add_option("--plugin-chunk", *plugin_chunk, "NCCL's chunk size: the bytes of each CollNet request")
+      ->capture_default_str();
+  cmd->add_option("--channels", opts->channels, "NCCL channels sharing the plugin's one collComm")
+      ->capture_default_str();
   cmd->add_option("--timeout-ms", opts->timeout_ms, "Give up on a stuck collective after this long")
       ->capture_default_str();
   cmd->add_option("--json", opts->json_path, "Also write the results as JSON to this file");
@@ -201,6 +244,12 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
       }
       o.chunk_bytes = *c;
     }
+    auto pc = ParseByteSize(*plugin_chunk);
+    if (!pc || *pc == 0) {
+      std::fprintf(stderr, "optcast bench: --plugin-chunk '%s' is not a size\n", plugin_chunk->c_str());
+      return 2;
+    }
+    o.plugin_chunk_bytes = *pc;
     o.min_bytes = *lo;
     o.max_bytes = *hi;
     o.dtype = *dt;

@@ -35,6 +35,13 @@ struct BenchOptions {
 
   int timeout_ms = 30000;
   size_t chunk_bytes = 0;
+
+  // What carries the server path: "client" (the C++ client library) or "nccl-plugin"
+  // (libnccl-net-optcast.so's CollNet, driven as NCCL's proxy drives it; shown as algo "plugin").
+  std::string through = "client";
+  std::string plugin_path;                 // empty: FindPlugin's default
+  size_t plugin_chunk_bytes = 512u << 10;  // NCCL's CollNet chunk: the size of each staged request
+  int channels = 2;                        // NCCL channels sharing the one collComm
   std::string json_path;
   std::string plot_path;
   // Progress on stderr: on, off, or auto (on when stderr is a terminal).

@@ -18,6 +18,7 @@
 #include "tools/bench_check.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_progress.h"
+#include "tools/nccl_driver/proxy_collnet.h"
 #include "tools/process/cpu_time.h"
 #include "transport/ofi/fabric.h"
 
@@ -32,6 +33,10 @@ class Algo {
  public:
   virtual ~Algo() = default;
   virtual Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) = 0;
+  // What the header says about how the algorithm runs, beyond its name ("" for nothing).
+  virtual std::string Describe() const { return ""; }
+  // A line for after the algorithm's rows ("" for none).
+  virtual std::string Footer() const { return ""; }
 };
 
 class ServerAlgo : public Algo {
@@ -56,15 +61,64 @@ class RingAlgo : public Algo {
   std::unique_ptr<ring::RingAllReduce> ring_;
 };
 
-void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers) {
+// The server path through libnccl-net-optcast.so's CollNet, as NCCL's proxy drives it. The
+// bench's buffers are registered (regMr) on first use, as NCCL registers its buffers once.
+class PluginAlgo : public Algo {
+ public:
+  PluginAlgo(std::unique_ptr<nccl_driver::ProxyCollNet> p, size_t max_bytes)
+      : plugin_(std::move(p)), max_bytes_(max_bytes) {}
+  Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) override {
+    // NCCL's CollNet takes a non-const send buffer; the plugin only reads it.
+    void* s = const_cast<void*>(send);
+    OPTCAST_RETURN_IF_ERROR(Registered(s, &send_));
+    OPTCAST_RETURN_IF_ERROR(Registered(recv, &recv_));
+    return plugin_->AllReduce(s, recv, count, dt, op, send_.mhandle, recv_.mhandle);
+  }
+  std::string Describe() const override { return plugin_->Describe(); }
+  std::string Footer() const override {
+    const uint64_t n = plugin_->null_requests();
+    return n == 0 ? "" : fmt::format("rank 0 was told {} times to call iallreduce again later (null request)", n);
+  }
+
+ private:
+  struct Region {
+    void* base = nullptr;
+    void* mhandle = nullptr;
+  };
+  Status Registered(void* p, Region* r) {
+    if (r->base == p) return Status::Ok();
+    if (r->mhandle != nullptr) OPTCAST_RETURN_IF_ERROR(plugin_->Deregister(r->mhandle));
+    r->base = p;
+    return plugin_->Register(p, max_bytes_, &r->mhandle);
+  }
+
+  std::unique_ptr<nccl_driver::ProxyCollNet> plugin_;
+  size_t max_bytes_;
+  Region send_, recv_;
+};
+
+// Hands the plugin what it reads from the environment: the servers, and the bench's settings
+// for the client inside it, so that both paths of one run see the same ones.
+void SetPluginEnvironment(const BenchOptions& o, const std::vector<std::string>& servers) {
+  std::string list;
+  for (const auto& s : servers) list += (list.empty() ? "" : ",") + s;
+  setenv("OPTCAST_SERVERS", list.c_str(), 1);
+  setenv("OPTCAST_TIMEOUT_MS", std::to_string(o.timeout_ms).c_str(), 1);
+  if (!o.transport.empty()) setenv("OPTCAST_TRANSPORT", o.transport.c_str(), 1);
+  if (o.chunk_bytes != 0) setenv("OPTCAST_CHUNK_BYTES", std::to_string(o.chunk_bytes).c_str(), 1);
+}
+
+void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers, const std::string& how) {
   std::string transport = o.transport.empty() ? GetEnv("OPTCAST_TRANSPORT").value_or("tcp") : o.transport;
   if (transport == "ofi") {
     const std::string provider = transport::ofi::RequestedProvider();
     transport += " (provider " + (provider.empty() ? std::string("automatic") : provider) + ")";
   }
-  std::printf("# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
-              algo == "server" ? fmt::format("servers: {}   transport: {}", nservers, transport).c_str()
-                               : "(peer-to-peer ring)");
+  const bool servers = algo == "server" || algo == "plugin";
+  std::printf(
+      "# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
+      servers ? fmt::format("servers: {}   transport: {}", nservers, transport).c_str() : "(peer-to-peer ring)");
+  if (!how.empty()) std::printf("# through %s\n", how.c_str());
   // After the nccl-tests columns, the CPU cost: bytes the servers aggregated (every rank's
   // input) per server CPU-second, the ranks' CPU per byte of input, and the CPU-seconds of
   // servers and ranks together per AllReduce.
@@ -113,8 +167,23 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       Status st = ring::RingAllReduce::Create(rv, rv.local_host(), std::chrono::milliseconds(opts.timeout_ms), &ring);
       if (!st.ok()) return report(Fail("building the ring", st));
       algos.emplace_back(name, std::make_unique<RingAlgo>(std::move(ring)));
+    } else if (name == "plugin") {
+      SetPluginEnvironment(opts, servers);
+      nccl_driver::ProxyOptions po;
+      po.channels = opts.channels;
+      po.chunk_bytes = opts.plugin_chunk_bytes;
+      po.timeout = std::chrono::milliseconds(opts.timeout_ms) + std::chrono::seconds(10);
+      // NCCL's bootstrap all-gather of the listen handles is the bench's rendezvous.
+      auto allgather = [&rv](const std::string& mine, std::vector<std::string>* all) {
+        return rv.AllGather(mine, all);
+      };
+      std::unique_ptr<nccl_driver::ProxyCollNet> plugin;
+      Status st = nccl_driver::ProxyCollNet::Create(opts.plugin_path, rank, nranks, allgather, po, &plugin);
+      if (!st.ok()) return report(Fail("setting up the NCCL plugin's CollNet", st));
+      algos.emplace_back(
+          name, std::make_unique<PluginAlgo>(std::move(plugin), std::max<uint64_t>(1, opts.max_bytes / esize) * esize));
     } else {
-      return report(InvalidArgument("unknown algorithm '" + name + "'; use server or ring"));
+      return report(InvalidArgument("unknown algorithm '" + name + "'; use server, plugin or ring"));
     }
   }
 
@@ -136,7 +205,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   std::vector<BenchRow> rows;
   const double bus_factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
   for (auto& [name, algo] : algos) {
-    if (rank == 0 && !opts.quiet) PrintHeader(opts, name, nranks, servers.size());
+    if (rank == 0 && !opts.quiet) PrintHeader(opts, name, nranks, servers.size(), algo->Describe());
     for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
       const uint64_t count = std::max<uint64_t>(1, bytes / esize);
       progress.StartSize(name, count * esize);
@@ -145,7 +214,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
         progress.Round(i + 1);
       }
       if (Status st = rv.Barrier(); !st.ok()) return report(st);
-      const bool servers_measured = rank == 0 && name == "server" && !opts.server_pids.empty();
+      const bool servers_measured = rank == 0 && name != "ring" && !opts.server_pids.empty();
       const double server_cpu0 = servers_measured ? ProcessesCpuSeconds(opts.server_pids) : 0;
       const double my_cpu0 = SelfCpuSeconds();
       const auto t0 = Clock::now();
@@ -199,6 +268,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       }
       if (opts.factor < 2) break;
     }
+    if (rank == 0 && !opts.quiet && !algo->Footer().empty()) std::printf("# %s\n", algo->Footer().c_str());
   }
   progress.Finish();
   if (rank == 0) {

@@ -106,6 +106,23 @@ TEST_F(EmuTest, RunComparesAlgorithmsAndCleansUp) {
   EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run` left namespaces behind";
 }
 
+// The server path through libnccl-net-optcast.so's CollNet (`optcast bench --through
+// nccl-plugin` on every worker): checked by the bench, bounded like the server path.
+TEST_F(EmuTest, PluginPathHasTheServerBound) {
+  nlohmann::json j;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(
+      RunEmuJson("--workers 2 --servers 2 --algo plugin --rate 200mbit -b 1M -e 1M -n 3 -w 1", "plugin", &j, &out));
+  ASSERT_EQ(j["results"].size(), 1u) << out;
+  const auto& row = j["results"][0];
+  EXPECT_EQ(row["algo"], "plugin");
+  EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u);
+  EXPECT_EQ(row["bound_gbps"].get<double>(), j["bounds_gbps"]["server"].get<double>());
+  EXPECT_GT(row["fraction_of_bound"].get<double>(), 0.0);
+  EXPECT_LT(row["fraction_of_bound"].get<double>(), 1.05);
+  EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run` left namespaces behind";
+}
+
 // A depth-2 aggregation tree on the emulated network: 4 workers, 2 leaves (one per pair of
 // workers), a root; results checked by the bench, time within the tree's bound.
 TEST_F(EmuTest, TreeOfTwoLeavesAndARoot) {

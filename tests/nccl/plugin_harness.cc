@@ -4,15 +4,11 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <stdexcept>
 
-namespace optcast::nccl::test {
+#include "tools/nccl_driver/plugin_log.h"
 
-namespace {
-std::mutex g_log_mu;
-std::vector<std::string> g_lines;
-}  // namespace
+namespace optcast::nccl::test {
 
 void* PluginHandle() {
   static void* handle = [] {
@@ -27,21 +23,15 @@ void* PluginHandle() {
 }
 
 void TestLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  char buf[4096];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  const std::string text = tools::nccl_driver::FormatPluginLine(level, fmt, ap);
   va_end(ap);
-  const std::string text = std::string(level == NCCL_LOG_WARN ? "WARN " : "INFO ") + buf;
   if (std::getenv("OPTCAST_TEST_VERBOSE") != nullptr) std::fprintf(stderr, "[plugin] %s\n", text.c_str());
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_lines.push_back(text);
+  tools::nccl_driver::KeepPluginLine(text);
 }
 
-std::vector<std::string> LoggedLines() {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  return g_lines;
-}
+std::vector<std::string> LoggedLines() { return tools::nccl_driver::PluginLines(); }
 
 bool Logged(const std::string& needle) {
   for (const auto& l : LoggedLines()) {

@@ -32,7 +32,8 @@ T* Table(const char* symbol) {
   return static_cast<T*>(dlsym(PluginHandle(), symbol));
 }
 
-// A logger with NCCL's signature. Lines are kept (and printed when OPTCAST_TEST_VERBOSE is set).
+// A logger with NCCL's signature. Lines are kept (tools/nccl_driver/plugin_log.h, as the bench's
+// plugin driver keeps them), and printed when OPTCAST_TEST_VERBOSE is set.
 void TestLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
 std::vector<std::string> LoggedLines();
 bool Logged(const std::string& needle);

@@ -89,7 +89,8 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
   run->add_option("-f,--stepfactor", flags->run.factor, "Multiply the size by this each step")->capture_default_str();
   run->add_option("-n,--iters", flags->run.iters, "Timed iterations per size")->capture_default_str();
   run->add_option("-w,--warmup_iters", flags->run.warmup, "Untimed iterations per size")->capture_default_str();
-  run->add_option("--algo", flags->run.algos, "Algorithms: server, ring, gloo (comma-separated)")
+  run->add_option("--algo", flags->run.algos,
+                  "Algorithms: server, plugin (server through the NCCL plugin), ring, gloo (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--chunk", flags->run.chunk, "Chunk size for the server path (default: automatic)");

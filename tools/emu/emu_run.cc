@@ -129,7 +129,9 @@ struct Bounds {
   double rate_Bps = 0;    // link rate in bytes/s
   double server_Bps = 0;  // algbw bound of the reduction servers
   double ring_Bps = 0;    // algbw bound of a ring (Optcast's and Gloo's)
-  double For(const std::string& algo) const { return algo == "server" ? server_Bps : ring_Bps; }
+  // "plugin" is the server path through the NCCL plugin: the same traffic, the same bound.
+  double For(const std::string& algo) const { return UsesServers(algo) ? server_Bps : ring_Bps; }
+  static bool UsesServers(const std::string& algo) { return algo == "server" || algo == "plugin"; }
 };
 
 Bounds ComputeBounds(const ClusterSpec& spec, const TreeLayout* tree) {
@@ -316,7 +318,10 @@ Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, 
   double lo = 0, hi = 0;
   for (const auto& a : algos) {
     PlotSeries s;
-    s.title = a == "server" ? "optcast (servers)" : a == "ring" ? "optcast ring" : "gloo ring";
+    s.title = a == "server"   ? "optcast (servers)"
+              : a == "plugin" ? "optcast (servers, NCCL plugin)"
+              : a == "ring"   ? "optcast ring"
+                              : "gloo ring";
     s.color = PlotColor(panel.series.size());
     for (const auto& [key, row] : rows) {
       if (key.first != a) continue;
@@ -385,10 +390,10 @@ Status Emulation::Prepare() {
     if (ec) return InternalError("cannot find this executable: " + ec.message());
   }
   for (const auto& a : o_.algos) {
-    if (a != "server" && a != "ring" && a != "gloo") {
-      return InvalidArgument("unknown algorithm '" + a + "'; use server, ring, gloo");
+    if (a != "server" && a != "plugin" && a != "ring" && a != "gloo") {
+      return InvalidArgument("unknown algorithm '" + a + "'; use server, plugin, ring, gloo");
     }
-    if (a == "server" && o_.spec.servers < 1) return InvalidArgument("--algo server needs --servers >= 1");
+    if (Bounds::UsesServers(a) && o_.spec.servers < 1) return InvalidArgument("--algo " + a + " needs --servers >= 1");
     if (a == "gloo") {
       gloo_ = FindGlooBench(o_.gloo_binary);
       if (gloo_.empty()) {
@@ -423,7 +428,7 @@ Status Emulation::Prepare() {
 }
 
 Status Emulation::StartServers() {
-  if (std::find(algos_.begin(), algos_.end(), "server") == algos_.end()) return Status::Ok();
+  if (std::none_of(algos_.begin(), algos_.end(), Bounds::UsesServers)) return Status::Ok();
   // A stuck collective fails after this long; leave room for the slowest op at the largest size.
   const double op_s = static_cast<double>(o_.max_bytes) / std::min(bounds_.server_Bps, bounds_.ring_Bps);
   const int timeout_ms = static_cast<int>(std::max(30000.0, 5000.0 * op_s));
@@ -483,10 +488,12 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
             "--rank",       std::to_string(rank),
             "--nranks",     std::to_string(o_.spec.workers),
             "--rendezvous", WorkerHost(0).address + ":" + std::to_string(kRendezvousPort + phase % 400),
-            "--algo",       algo,
+            "--algo",       algo == "plugin" ? "server" : algo,
             "--timeout-ms", timeout_ms};
-    if (algo == "server") args.insert(args.end(), {"--servers", servers});
-    if (algo == "server" && !o_.chunk.empty()) args.insert(args.end(), {"--chunk", o_.chunk});
+    // The plugin path: libnccl-net-optcast.so's CollNet driven as NCCL's proxy does.
+    if (algo == "plugin") args.insert(args.end(), {"--through", "nccl-plugin"});
+    if (Bounds::UsesServers(algo)) args.insert(args.end(), {"--servers", servers});
+    if (Bounds::UsesServers(algo) && !o_.chunk.empty()) args.insert(args.end(), {"--chunk", o_.chunk});
     if (check != nullptr) args.insert(args.end(), {"-d", check->dtype, "-o", check->op, "-c", "1"});
   }
   if (check != nullptr) {
