@@ -19,7 +19,7 @@
 #include "tools/bench_plot.h"
 #include "tools/bench_progress.h"
 #include "tools/cpu_time.h"
-#include "transport/ofi/fabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::tools {
 

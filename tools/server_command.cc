@@ -18,7 +18,7 @@
 #include "server/server.h"
 #include "tools/commands.h"
 #include "tools/config_flags.h"
-#include "transport/ofi/fabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::tools {
 
