@@ -24,8 +24,8 @@
 #include "frames.h"
 #include "optcast/status.h"
 #include "transport/message.h"
+#include "transport/posix/socket.h"
 #include "transport/tcp/connection.h"
-#include "transport/tcp/socket.h"
 #include "wire/protocol.h"
 
 namespace optcast::fuzz {
@@ -158,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s", std::strerror(errno));
   FUZZ_CHECK(::fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0, "fcntl");
   int writer = sv[1];
-  transport::tcp::StreamConnection conn(transport::tcp::Socket(sv[0]), kMaxPayload, "fuzz-peer");
+  transport::tcp::StreamConnection conn(transport::posix::Socket(sv[0]), kMaxPayload, "fuzz-peer");
   Handler handler;
 
   size_t written = 0;

@@ -133,10 +133,10 @@ int RunBench(BenchOptions opts) {
     }
     opts.server_pids.assign(cluster.server_pids().begin(), cluster.server_pids().end());
   }
-  transport::tcp::Socket listener;
+  transport::posix::Socket listener;
   uint16_t port = 0;
-  if (Status st = transport::tcp::Listen({opts.host, 0}, &listener);
-      !st.ok() || !transport::tcp::LocalPort(listener, &port).ok()) {
+  if (Status st = transport::posix::Listen({opts.host, 0}, &listener);
+      !st.ok() || !transport::posix::LocalPort(listener, &port).ok()) {
     std::fprintf(stderr, "optcast bench: cannot open the rendezvous port: %s\n", st.message().c_str());
     return 1;
   }

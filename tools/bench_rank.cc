@@ -20,7 +20,7 @@
 #include "tools/bench_progress.h"
 #include "tools/nccl_driver/proxy_collnet.h"
 #include "tools/process/cpu_time.h"
-#include "transport/ofi/fabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::tools {
 

@@ -35,21 +35,21 @@ Status Rendezvous::Create(const transport::Endpoint& addr, int rank, int nranks,
   std::unique_ptr<Rendezvous> rv(new Rendezvous(rank, nranks, timeout));
   const Deadline deadline = Deadline::After(timeout);
   if (rank == 0) {
-    transport::tcp::Socket listener;
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen(addr, &listener));
+    transport::posix::Socket listener;
+    OPTCAST_RETURN_IF_ERROR(transport::posix::Listen(addr, &listener));
     OPTCAST_RETURN_IF_ERROR(rv->AcceptRanks(listener, deadline));
   } else {
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::Connect(addr, deadline, &rv->to_root_));
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(rv->to_root_.fd(), false));
+    OPTCAST_RETURN_IF_ERROR(transport::posix::Connect(addr, deadline, &rv->to_root_));
+    OPTCAST_RETURN_IF_ERROR(transport::posix::ConfigureDataSocket(rv->to_root_.fd(), false));
     const uint32_t hello[2] = {kHelloMagic, static_cast<uint32_t>(rank)};
-    OPTCAST_RETURN_IF_ERROR(transport::tcp::SendAll(rv->to_root_.fd(), hello, sizeof(hello), deadline));
+    OPTCAST_RETURN_IF_ERROR(transport::posix::SendAll(rv->to_root_.fd(), hello, sizeof(hello), deadline));
     rv->local_host_ = SocketHost(rv->to_root_.fd(), false);
   }
   *out = std::move(rv);
   return Status::Ok();
 }
 
-Status Rendezvous::CreateRoot(transport::tcp::Socket listener, int nranks, std::chrono::milliseconds timeout,
+Status Rendezvous::CreateRoot(transport::posix::Socket listener, int nranks, std::chrono::milliseconds timeout,
                               std::unique_ptr<Rendezvous>* out) {
   std::unique_ptr<Rendezvous> rv(new Rendezvous(0, nranks, timeout));
   OPTCAST_RETURN_IF_ERROR(rv->AcceptRanks(listener, Deadline::After(timeout)));
@@ -57,7 +57,7 @@ Status Rendezvous::CreateRoot(transport::tcp::Socket listener, int nranks, std::
   return Status::Ok();
 }
 
-Status Rendezvous::AcceptRanks(const transport::tcp::Socket& listener, Deadline deadline) {
+Status Rendezvous::AcceptRanks(const transport::posix::Socket& listener, Deadline deadline) {
   from_ranks_.resize(static_cast<size_t>(nranks_ - 1));
   int joined = 0;
   while (joined < nranks_ - 1) {
@@ -66,15 +66,15 @@ Status Rendezvous::AcceptRanks(const transport::tcp::Socket& listener, Deadline 
       return TimeoutError("rendezvous: only " + std::to_string(joined + 1) + " of " + std::to_string(nranks_) +
                           " ranks arrived in time; start every rank with the same --nranks and --rendezvous");
     }
-    transport::tcp::Socket s;
-    if (!transport::tcp::Accept(listener, &s).ok()) continue;
+    transport::posix::Socket s;
+    if (!transport::posix::Accept(listener, &s).ok()) continue;
     uint32_t hello[2];
-    if (!transport::tcp::RecvAll(s.fd(), hello, sizeof(hello), deadline).ok()) continue;
+    if (!transport::posix::RecvAll(s.fd(), hello, sizeof(hello), deadline).ok()) continue;
     const int r = static_cast<int>(hello[1]);
     if (hello[0] != kHelloMagic || r <= 0 || r >= nranks_ || from_ranks_[r - 1].valid()) {
       continue;  // not one of ours, or a duplicate: ignore it
     }
-    if (!transport::tcp::ConfigureDataSocket(s.fd(), false).ok()) continue;
+    if (!transport::posix::ConfigureDataSocket(s.fd(), false).ok()) continue;
     if (joined == 0) local_host_ = SocketHost(s.fd(), false);
     from_ranks_[r - 1] = std::move(s);
     ++joined;
@@ -90,17 +90,17 @@ Status Rendezvous::SendBlob(int fd, const std::string& blob) {
   const uint32_t len = static_cast<uint32_t>(blob.size());
   std::memcpy(framed.data(), &len, sizeof(len));
   framed += blob;
-  return transport::tcp::SendAll(fd, framed.data(), framed.size(), d);
+  return transport::posix::SendAll(fd, framed.data(), framed.size(), d);
 }
 
 Status Rendezvous::RecvBlob(int fd, std::string* blob) {
   const Deadline d = Deadline::After(timeout_);
   uint32_t len = 0;
-  Status st = transport::tcp::RecvAll(fd, &len, sizeof(len), d);
+  Status st = transport::posix::RecvAll(fd, &len, sizeof(len), d);
   if (!st.ok()) return Status(st.code(), "rendezvous: " + st.message() + " (a rank died or is stuck?)");
   if (len > kMaxBlob) return ProtocolError("rendezvous blob of " + std::to_string(len) + " bytes");
   blob->resize(len);
-  return transport::tcp::RecvAll(fd, blob->data(), len, d);
+  return transport::posix::RecvAll(fd, blob->data(), len, d);
 }
 
 Status Rendezvous::AllGather(const std::string& mine, std::vector<std::string>* all) {

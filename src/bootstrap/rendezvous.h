@@ -8,7 +8,7 @@
 
 #include "optcast/status.h"
 #include "transport/endpoint.h"
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::bootstrap {
 
@@ -21,7 +21,7 @@ class Rendezvous {
                        std::unique_ptr<Rendezvous>* out);
 
   // Rank 0 variant with a listening socket bound earlier (so a launcher can pick the port).
-  static Status CreateRoot(transport::tcp::Socket listener, int nranks, std::chrono::milliseconds timeout,
+  static Status CreateRoot(transport::posix::Socket listener, int nranks, std::chrono::milliseconds timeout,
                            std::unique_ptr<Rendezvous>* out);
 
   int rank() const { return rank_; }
@@ -38,7 +38,7 @@ class Rendezvous {
  private:
   Rendezvous(int rank, int nranks, std::chrono::milliseconds timeout)
       : rank_(rank), nranks_(nranks), timeout_(timeout) {}
-  Status AcceptRanks(const transport::tcp::Socket& listener, Deadline deadline);
+  Status AcceptRanks(const transport::posix::Socket& listener, Deadline deadline);
   Status SendBlob(int fd, const std::string& blob);
   Status RecvBlob(int fd, std::string* blob);
 
@@ -46,8 +46,8 @@ class Rendezvous {
   int nranks_;
   std::chrono::milliseconds timeout_;
   std::string local_host_ = "127.0.0.1";
-  transport::tcp::Socket to_root_;                  // ranks > 0
-  std::vector<transport::tcp::Socket> from_ranks_;  // rank 0: index r-1 for rank r
+  transport::posix::Socket to_root_;                  // ranks > 0
+  std::vector<transport::posix::Socket> from_ranks_;  // rank 0: index r-1 for rank r
 };
 
 }  // namespace optcast::bootstrap

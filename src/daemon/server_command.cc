@@ -19,7 +19,7 @@
 #include "observe/metrics_http.h"
 #include "observe/trace.h"
 #include "server/server.h"
-#include "transport/ofi/fabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::daemon {
 

@@ -33,14 +33,14 @@ std::optional<transport::ofi::DeviceInfo> FabricDevice(const NetInterface& itf) 
   if (!transport::KindFromEnvironment(transport::Kind::kTcp, &kind).ok() || kind != transport::Kind::kOfi) {
     return std::nullopt;
   }
-  std::shared_ptr<transport::ofi::Fabric> fabric;
-  const Status st = transport::ofi::Fabric::Open(transport::ofi::RequestedProvider(), itf.address, &fabric);
+  transport::ofi::DeviceInfo device;
+  const Status st = transport::ofi::ProbeDevice(transport::ofi::RequestedProvider(), itf.address, &device);
   if (!st.ok()) {
     OPTCAST_NCCL_WARN("device {}: reporting the interface's properties, since the fabric did not open: {}", itf.name,
                       st.message());
     return std::nullopt;
   }
-  return fabric->device();
+  return device;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "nccl/interfaces.h"
-#include "transport/ofi/fabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::nccl {
 

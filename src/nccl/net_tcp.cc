@@ -23,15 +23,15 @@
 #include "common/little_endian.h"
 #include "nccl/interfaces.h"
 #include "nccl/logging.h"
+#include "transport/posix/socket.h"
 #include "transport/tcp/connection.h"
-#include "transport/tcp/socket.h"
 
 namespace optcast::nccl::net {
 
 namespace {
 
 using transport::Connection;
-using transport::tcp::Socket;
+using transport::posix::Socket;
 
 constexpr uint64_t kHandleMagic = 0x314854454e43504f;   // "OPCNETH1"
 constexpr uint64_t kHelloMagic = 0x314f4c4c4548504f;    // "OPHELLO1"
@@ -453,8 +453,8 @@ ncclResult_t Listen(int dev, void* handle, void** listen_comm) {
   const NetInterface& itf = devices[dev];
   auto l = std::make_unique<ListenComm>();
   l->dev = dev;
-  Status st = transport::tcp::Listen(transport::Endpoint{itf.address, 0}, &l->sock);
-  if (st.ok()) st = transport::tcp::SetNonBlocking(l->sock.fd(), true);
+  Status st = transport::posix::Listen(transport::Endpoint{itf.address, 0}, &l->sock);
+  if (st.ok()) st = transport::posix::SetNonBlocking(l->sock.fd(), true);
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   static_assert(sizeof(NetHandle::addr) >= sizeof(sockaddr_in6));
@@ -504,7 +504,7 @@ ncclResult_t Connect(int dev, void* handle, void** send_comm) {
     std::unique_ptr<PendingConnect> owned(p);
     h->pending = nullptr;
     if (rc != ncclSuccess) return rc;
-    Status st = transport::tcp::ConfigureDataSocket(owned->sock.fd(), true);
+    Status st = transport::posix::ConfigureDataSocket(owned->sock.fd(), true);
     if (!st.ok()) {
       OPTCAST_NCCL_WARN("connection to {}: {}", owned->peer, st.message());
       return ncclSystemError;
@@ -519,8 +519,8 @@ ncclResult_t Accept(void* listen_comm, void** recv_comm) {
   auto* l = static_cast<ListenComm*>(listen_comm);
   for (;;) {
     PendingAccept pa;
-    if (!transport::tcp::Accept(l->sock, &pa.sock, &pa.peer).ok()) break;
-    if (!transport::tcp::SetNonBlocking(pa.sock.fd(), true).ok()) continue;
+    if (!transport::posix::Accept(l->sock, &pa.sock, &pa.peer).ok()) break;
+    if (!transport::posix::SetNonBlocking(pa.sock.fd(), true).ok()) continue;
     pa.deadline = Deadline::After(kHelloTimeout);
     l->pending.push_back(std::move(pa));
   }
@@ -539,7 +539,7 @@ ncclResult_t Accept(void* listen_comm, void** recv_comm) {
     }
     if (!drop && pa.received == sizeof(pa.hello.bytes)) {
       if (GetU64(pa.hello.bytes) == kHelloMagic && std::memcmp(pa.hello.bytes + 8, l->nonce, 16) == 0) {
-        Status st = transport::tcp::ConfigureDataSocket(pa.sock.fd(), true);
+        Status st = transport::posix::ConfigureDataSocket(pa.sock.fd(), true);
         if (!st.ok()) {
           OPTCAST_NCCL_WARN("connection from {}: {}", pa.peer, st.message());
           return ncclSystemError;

@@ -26,38 +26,38 @@ Status RingAllReduce::Create(bootstrap::Rendezvous& rv, const std::string& liste
     *out = std::move(ring);
     return Status::Ok();
   }
-  transport::tcp::Socket listener;
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::Listen({listen_host, 0}, &listener));
+  transport::posix::Socket listener;
+  OPTCAST_RETURN_IF_ERROR(transport::posix::Listen({listen_host, 0}, &listener));
   uint16_t port = 0;
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::LocalPort(listener, &port));
+  OPTCAST_RETURN_IF_ERROR(transport::posix::LocalPort(listener, &port));
   std::vector<std::string> addrs;
   OPTCAST_RETURN_IF_ERROR(rv.AllGather(listen_host + ":" + std::to_string(port), &addrs));
   transport::Endpoint right_ep;
   OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(addrs[(ring->rank_ + 1) % ring->nranks_], &right_ep));
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::Connect(right_ep, deadline, &ring->right_));
+  OPTCAST_RETURN_IF_ERROR(transport::posix::Connect(right_ep, deadline, &ring->right_));
   const uint32_t hello[2] = {kRingMagic, static_cast<uint32_t>(ring->rank_)};
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::SendAll(ring->right_.fd(), hello, sizeof(hello), deadline));
+  OPTCAST_RETURN_IF_ERROR(transport::posix::SendAll(ring->right_.fd(), hello, sizeof(hello), deadline));
   const uint32_t left_rank = static_cast<uint32_t>((ring->rank_ + ring->nranks_ - 1) % ring->nranks_);
   while (!ring->left_.valid()) {
     pollfd p{listener.fd(), POLLIN, 0};
     if (::poll(&p, 1, std::max(1, deadline.RemainingMs())) <= 0) {
       return TimeoutError(fmt::format("ring: rank {} never connected to rank {}", left_rank, ring->rank_));
     }
-    transport::tcp::Socket s;
-    if (!transport::tcp::Accept(listener, &s).ok()) continue;
+    transport::posix::Socket s;
+    if (!transport::posix::Accept(listener, &s).ok()) continue;
     uint32_t got[2];
-    if (!transport::tcp::RecvAll(s.fd(), got, sizeof(got), deadline).ok()) continue;
+    if (!transport::posix::RecvAll(s.fd(), got, sizeof(got), deadline).ok()) continue;
     if (got[0] == kRingMagic && got[1] == left_rank) ring->left_ = std::move(s);
   }
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(ring->right_.fd(), true));
-  OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(ring->left_.fd(), true));
+  OPTCAST_RETURN_IF_ERROR(transport::posix::ConfigureDataSocket(ring->right_.fd(), true));
+  OPTCAST_RETURN_IF_ERROR(transport::posix::ConfigureDataSocket(ring->left_.fd(), true));
   *out = std::move(ring);
   return Status::Ok();
 }
 
 template <typename OnPiece>
-Status RingAllReduce::Exchange(const uint8_t* send, size_t send_len, uint8_t* recv, size_t recv_len,
-                               size_t piece_bytes, OnPiece on_piece) {
+Status RingAllReduce::Exchange(const uint8_t* send, size_t send_len, uint8_t* recv, size_t recv_len, size_t piece_bytes,
+                               OnPiece on_piece) {
   size_t sent = 0;
   size_t received = 0;
   size_t delivered = 0;  // bytes already handed to on_piece
@@ -128,11 +128,10 @@ Status RingAllReduce::AllReduce(const void* sendbuf, void* recvbuf, size_t count
     const Range out = seg(rank_ - k);
     const Range in = seg(rank_ - k - 1);
     uint8_t* dst = buf + in.begin * esize;
-    OPTCAST_RETURN_IF_ERROR(Exchange(buf + out.begin * esize, out.len * esize, scratch_.data(), in.len * esize, piece,
-                                     [&](size_t off, size_t len) {
-                                       return reduce::Accumulate(dtype, step_op, dst + off, scratch_.data() + off,
-                                                                 len / esize);
-                                     }));
+    OPTCAST_RETURN_IF_ERROR(Exchange(
+        buf + out.begin * esize, out.len * esize, scratch_.data(), in.len * esize, piece, [&](size_t off, size_t len) {
+          return reduce::Accumulate(dtype, step_op, dst + off, scratch_.data() + off, len / esize);
+        }));
   }
   if (op == RedOp::kAvg) {
     const Range mine = seg(rank_ + 1);

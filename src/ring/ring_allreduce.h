@@ -9,7 +9,7 @@
 #include "bootstrap/rendezvous.h"
 #include "optcast/status.h"
 #include "optcast/types.h"
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::ring {
 
@@ -39,8 +39,8 @@ class RingAllReduce {
   int rank_;
   int nranks_;
   std::chrono::milliseconds timeout_;
-  transport::tcp::Socket right_;
-  transport::tcp::Socket left_;
+  transport::posix::Socket right_;
+  transport::posix::Socket left_;
   std::vector<uint8_t> scratch_;
 };
 

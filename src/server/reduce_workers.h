@@ -10,7 +10,7 @@
 
 #include "optcast/status.h"
 #include "optcast/types.h"
-#include "transport/tcp/poller.h"
+#include "transport/posix/poller.h"
 
 namespace optcast::server {
 

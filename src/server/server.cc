@@ -20,10 +20,9 @@
 #include "server/reduce_workers.h"
 #include "server/server_metrics.h"
 #include "server/tree_math.h"
-#include "transport/kind.h"
-#include "transport/ofi/listener.h"
+#include "transport/factory.h"
+#include "transport/posix/poller.h"
 #include "transport/tcp/connection.h"
-#include "transport/tcp/poller.h"
 
 namespace optcast::server {
 
@@ -170,10 +169,7 @@ class Server::Impl : public transport::MessageHandler {
       workers_ = std::make_unique<ReduceWorkers>(threads, /*start_now=*/false);
       OPTCAST_RETURN_IF_ERROR(poller_.Add(workers_->wake_fd(), workers_.get(), true, false));
     }
-    std::string over = transport::KindName(opts_.transport);
-    if (const auto* fl = dynamic_cast<const transport::ofi::FabricListener*>(listener_.get())) {
-      over += " (provider " + fl->fabric().provider() + ")";
-    }
+    const std::string over = listener_->Describe();
     Log().info("listening on {}:{} over {} ({} reduction thread{})", opts_.listen.host, port_, over, threads,
                threads == 1 ? "" : "s");
     if (opts_.secret.empty()) {

@@ -44,16 +44,16 @@ Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddres
 }
 
 Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentAddress>& addrs,
-                    transport::tcp::Socket* out) {
+                    transport::posix::Socket* out) {
   std::string last = "no address";
   for (const ParentAddress& a : addrs) {
-    transport::tcp::Socket s(::socket(a.family, a.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.protocol));
+    transport::posix::Socket s(::socket(a.family, a.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.protocol));
     if (!s.valid()) {
       last = std::string("socket(): ") + std::strerror(errno);
       continue;
     }
     if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0 || errno == EINPROGRESS) {
-      OPTCAST_RETURN_IF_ERROR(transport::tcp::ConfigureDataSocket(s.fd(), true));
+      OPTCAST_RETURN_IF_ERROR(transport::posix::ConfigureDataSocket(s.fd(), true));
       *out = std::move(s);
       return Status::Ok();
     }

@@ -16,7 +16,7 @@
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 #include "transport/message.h"
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
@@ -39,7 +39,7 @@ Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddres
 // unreachable parent shows up as an error on the first read or write, a silent one as no welcome
 // within the hello timeout.
 Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentAddress>& addrs,
-                    transport::tcp::Socket* out);
+                    transport::posix::Socket* out);
 
 class UpstreamLink {
  public:

@@ -53,15 +53,4 @@ class Connection {
   void* user_data = nullptr;
 };
 
-// Accepts connections for a server. fd() becomes readable when Accept may succeed.
-class Listener {
- public:
-  virtual ~Listener() = default;
-  virtual int fd() const = 0;
-  virtual uint16_t port() const = 0;
-  // Accepts one pending connection: Unavailable when none is pending, ResourceExhausted when out
-  // of descriptors, another error when one attempt failed (call again for the next).
-  virtual Status Accept(uint64_t max_payload, std::unique_ptr<Connection>* out) = 0;
-};
-
 }  // namespace optcast::transport

@@ -27,6 +27,7 @@ class MemoryRegistration {
 // Not thread-safe: one thread at a time, like the connections it opens.
 class Dialer {
  public:
+  // Defined in factory.cc: the error of CheckKindBuilt for a transport this build does not carry.
   static Status Create(Kind kind, std::unique_ptr<Dialer>* out);
   virtual ~Dialer() = default;
 

@@ -13,7 +13,7 @@
 
 #include "harness.h"
 #include "raw_client.h"
-#include "transport/kind.h"
+#include "transport/factory.h"
 #include "wire/protocol.h"
 
 namespace optcast::e2e {

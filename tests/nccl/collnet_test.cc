@@ -25,6 +25,7 @@
 #include "plugin_harness.h"
 #include "reduce/half.h"
 #include "transport/kind.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::nccl::test {
 namespace {
@@ -262,9 +263,8 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   const NetInterface& itf = Devices().at(0);
   if (kind == transport::Kind::kOfi) {
     // The fabric device as libfabric itself describes it, the interface's values where it is silent.
-    std::shared_ptr<transport::ofi::Fabric> fabric;
-    ASSERT_TRUE(transport::ofi::Fabric::Open(transport::ofi::RequestedProvider(), itf.address, &fabric).ok());
-    const transport::ofi::DeviceInfo dev = fabric->device();
+    transport::ofi::DeviceInfo dev;
+    ASSERT_TRUE(transport::ofi::ProbeDevice(transport::ofi::RequestedProvider(), itf.address, &dev).ok());
     EXPECT_STREQ(p.name, dev.name.c_str());
     const std::string pci = dev.pci_path.empty() ? itf.pci_path : dev.pci_path;
     EXPECT_EQ(p.pciPath == nullptr ? std::string() : std::string(p.pciPath), pci);

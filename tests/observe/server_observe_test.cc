@@ -17,7 +17,7 @@
 #include "observe/trace.h"
 #include "optcast/communicator.h"
 #include "server/server.h"
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 
 namespace optcast {
 namespace {
@@ -175,10 +175,10 @@ TEST(ServerMetrics, GaugesShowConnectedRanksAndErrorsCountByKind) {
   EXPECT_EQ(srv.WaitFor("optcast_server_errors_total{kind=\"mismatch\"}", 1), 1);
 
   // Bytes that are not Optcast: refused as a protocol error.
-  transport::tcp::Socket s;
+  transport::posix::Socket s;
   transport::Endpoint ep;
   ASSERT_TRUE(transport::ParseEndpoint(srv.address(), &ep).ok());
-  ASSERT_TRUE(transport::tcp::Connect(ep, Deadline::After(milliseconds(2000)), &s).ok());
+  ASSERT_TRUE(transport::posix::Connect(ep, Deadline::After(milliseconds(2000)), &s).ok());
   const char junk[] = "GET / HTTP/1.0\r\n\r\n";
   ASSERT_EQ(::write(s.fd(), junk, sizeof(junk) - 1), static_cast<ssize_t>(sizeof(junk) - 1));
   EXPECT_EQ(srv.WaitFor("optcast_server_errors_total{kind=\"protocol\"}", 1), 1);

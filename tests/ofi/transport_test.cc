@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "transport/kind.h"
+#include "transport/factory.h"
+#include "transport/ofi/connection.h"
 #include "transport/ofi/fabric.h"
-#include "transport/ofi/fabric_connection.h"
 
 namespace optcast::transport {
 namespace {

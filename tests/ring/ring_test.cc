@@ -16,7 +16,7 @@
 #include "bootstrap/rendezvous.h"
 #include "reduce/half.h"
 #include "ring/ring_allreduce.h"
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 
 namespace optcast {
 namespace {
@@ -78,9 +78,10 @@ double Expected(int nranks, size_t i, DataType dt, RedOp op) {
 
 // Runs body(rank, rendezvous) in nranks child processes; returns how many failed.
 int RunRanks(int nranks, const std::function<int(int, bootstrap::Rendezvous&)>& body) {
-  transport::tcp::Socket listener;
+  transport::posix::Socket listener;
   uint16_t port = 0;
-  if (!transport::tcp::Listen({"127.0.0.1", 0}, &listener).ok() || !transport::tcp::LocalPort(listener, &port).ok()) {
+  if (!transport::posix::Listen({"127.0.0.1", 0}, &listener).ok() ||
+      !transport::posix::LocalPort(listener, &port).ok()) {
     return nranks;
   }
   std::vector<pid_t> pids;

@@ -67,12 +67,6 @@ std::string Join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::string RequestedProvider() {
-  if (auto p = GetEnv("OPTCAST_OFI_PROVIDER"); p && !p->empty()) return *p;
-  if (auto p = GetEnv("FI_PROVIDER"); p && !p->empty()) return *p;
-  return "";
-}
-
 std::vector<std::string> AvailableProviders() {
   SetProviderDefaults();
   std::vector<std::string> names;
@@ -176,6 +170,13 @@ DeviceInfo Fabric::device() const {
     }
   }
   return d;
+}
+
+Status ProbeDevice(const std::string& provider, const std::string& source_host, DeviceInfo* out) {
+  std::shared_ptr<Fabric> fabric;
+  OPTCAST_RETURN_IF_ERROR(Fabric::Open(provider, source_host, &fabric));
+  *out = fabric->device();
+  return Status::Ok();
 }
 
 }  // namespace optcast::transport::ofi

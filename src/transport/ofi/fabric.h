@@ -10,24 +10,9 @@
 
 #include "optcast/status.h"
 #include "transport/ofi/mr_cache.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::transport::ofi {
-
-// The libfabric provider to use: OPTCAST_OFI_PROVIDER, else libfabric's own FI_PROVIDER, else ""
-// (automatic: efa, then verbs;ofi_rxm, then tcp;ofi_rxm).
-std::string RequestedProvider();
-
-// Every provider libfabric offers on this machine ("tcp;ofi_rxm", "shm", ...), without repeats.
-std::vector<std::string> AvailableProviders();
-
-// What the NCCL plugin reports about the device in use.
-struct DeviceInfo {
-  std::string provider;  // "tcp;ofi_rxm", "efa", ...
-  std::string name;      // the domain (interface or device) name
-  std::string pci_path;  // "/sys/devices/..." when the provider names a PCI device, else ""
-  int speed_mbps = 0;    // link speed when known, else 0
-  bool hmem = false;     // the provider moves device (GPU) memory (FI_HMEM)
-};
 
 // One opened fabric and domain with reliable-datagram (FI_EP_RDM) tagged endpoints, ordered
 // sends (FI_ORDER_SAS), completion queues with a waitable descriptor, and the cache of memory

@@ -10,7 +10,7 @@
 
 #include "common/little_endian.h"
 
-namespace optcast::transport {
+namespace optcast::transport::tcp {
 
 namespace {
 
@@ -19,28 +19,7 @@ constexpr size_t kMaxIov = 64;
 
 }  // namespace
 
-uint8_t* StartOutMessage(OutMessage* m, size_t meta_len, const void* payload, uint64_t payload_len) {
-  uint8_t* head = m->head.Resize(kFrameHeaderSize + meta_len);
-  PutU32(head, kFrameMagic);
-  PutU32(head + 4, static_cast<uint32_t>(meta_len));
-  PutU64(head + 8, payload_len);
-  m->payload = static_cast<const uint8_t*>(payload);
-  m->payload_len = payload_len;
-  return head + kFrameHeaderSize;
-}
-
-OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len) {
-  OutMessage m;
-  uint8_t* dst = StartOutMessage(&m, meta.size(), payload, payload_len);
-  if (!meta.empty()) std::memcpy(dst, meta.data(), meta.size());
-  return m;
-}
-
-}  // namespace optcast::transport
-
-namespace optcast::transport::tcp {
-
-StreamConnection::StreamConnection(Socket socket, uint64_t max_payload, std::string peer)
+StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer)
     : socket_(std::move(socket)), max_payload_(max_payload), peer_(std::move(peer)), staging_(kStagingBytes) {}
 
 StreamConnection::~StreamConnection() = default;

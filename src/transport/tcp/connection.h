@@ -5,15 +5,15 @@
 
 #include "transport/connection.h"
 #include "transport/message.h"
-#include "transport/tcp/out_queue.h"
-#include "transport/tcp/socket.h"
+#include "transport/out_queue.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::transport::tcp {
 
 // A non-blocking, message-framed TCP connection. Not thread-safe: one thread drives it.
 class StreamConnection final : public Connection {
  public:
-  StreamConnection(Socket socket, uint64_t max_payload, std::string peer);
+  StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer);
   ~StreamConnection() override;
 
   int fd() const override { return socket_.fd(); }
@@ -47,7 +47,7 @@ class StreamConnection final : public Connection {
 
   Status ParseFromStaging(MessageHandler& handler, bool* progressed);
 
-  Socket socket_;
+  posix::Socket socket_;
   uint64_t max_payload_;
   std::string peer_;
 

@@ -7,27 +7,19 @@ namespace optcast::transport::tcp {
 
 Status StreamListener::Open(const Endpoint& ep, std::unique_ptr<Listener>* out) {
   auto l = std::make_unique<StreamListener>();
-  OPTCAST_RETURN_IF_ERROR(Listen(ep, &l->socket_));
-  OPTCAST_RETURN_IF_ERROR(SetNonBlocking(l->socket_.fd(), true));
-  OPTCAST_RETURN_IF_ERROR(LocalPort(l->socket_, &l->port_));
+  OPTCAST_RETURN_IF_ERROR(posix::Listen(ep, &l->socket_));
+  OPTCAST_RETURN_IF_ERROR(posix::SetNonBlocking(l->socket_.fd(), true));
+  OPTCAST_RETURN_IF_ERROR(posix::LocalPort(l->socket_, &l->port_));
   *out = std::move(l);
   return Status::Ok();
 }
 
 Status StreamListener::Accept(uint64_t max_payload, std::unique_ptr<Connection>* out) {
-  Socket s;
+  posix::Socket s;
   std::string peer;
-  OPTCAST_RETURN_IF_ERROR(tcp::Accept(socket_, &s, &peer));
-  OPTCAST_RETURN_IF_ERROR(ConfigureDataSocket(s.fd(), true));
+  OPTCAST_RETURN_IF_ERROR(posix::Accept(socket_, &s, &peer));
+  OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
   *out = std::make_unique<StreamConnection>(std::move(s), max_payload, std::move(peer));
-  return Status::Ok();
-}
-
-Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
-  Socket s;
-  OPTCAST_RETURN_IF_ERROR(Connect(ep, deadline, &s));
-  OPTCAST_RETURN_IF_ERROR(ConfigureDataSocket(s.fd(), true));
-  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString());
   return Status::Ok();
 }
 

@@ -2,10 +2,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
-#include "transport/connection.h"
 #include "transport/endpoint.h"
-#include "transport/tcp/socket.h"
+#include "transport/listener.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::transport::tcp {
 
@@ -15,14 +16,12 @@ class StreamListener final : public Listener {
   static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out);
   int fd() const override { return socket_.fd(); }
   uint16_t port() const override { return port_; }
+  std::string Describe() const override { return "tcp"; }
   Status Accept(uint64_t max_payload, std::unique_ptr<Connection>* out) override;
 
  private:
-  Socket socket_;
+  posix::Socket socket_;
   uint16_t port_ = 0;
 };
-
-// Connects and returns a non-blocking StreamConnection.
-Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
 
 }  // namespace optcast::transport::tcp

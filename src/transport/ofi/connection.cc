@@ -1,5 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "transport/ofi/fabric_connection.h"
+#include "transport/ofi/connection.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -36,7 +36,7 @@ std::string FiError(const char* what, ssize_t rc) {
 
 }  // namespace
 
-Status FabricConnection::Create(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload,
+Status FabricConnection::Create(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload,
                                 std::string peer, std::unique_ptr<FabricConnection>* out) {
   std::unique_ptr<FabricConnection> c(new FabricConnection());
   OPTCAST_RETURN_IF_ERROR(c->Init(std::move(fabric), std::move(control), max_payload, std::move(peer)));
@@ -44,7 +44,7 @@ Status FabricConnection::Create(std::shared_ptr<Fabric> fabric, tcp::Socket cont
   return Status::Ok();
 }
 
-Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload,
+Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload,
                               std::string peer) {
   fabric_ = std::move(fabric);
   control_ = std::move(control);

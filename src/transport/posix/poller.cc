@@ -1,5 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "transport/tcp/poller.h"
+#include "transport/posix/poller.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

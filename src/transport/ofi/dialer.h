@@ -1,15 +1,25 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/env.h"
 #include "transport/dialer.h"
+#include "transport/endpoint.h"
 #include "transport/ofi/fabric.h"
 
 namespace optcast::transport::ofi {
+
+// Connects to a FabricListener through a fabric of its own (the provider comes from
+// RequestedProvider()).
+Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+// Connects through `fabric`, which the connection shares with others (and their registrations).
+Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline deadline, uint64_t max_payload,
+                  std::unique_ptr<Connection>* out);
 
 // The libfabric Dialer: one Fabric (and so one domain and one registration cache) per local
 // interface that its connections leave through, shared by those connections.

@@ -11,8 +11,8 @@
 
 #include "transport/connection.h"
 #include "transport/ofi/fabric.h"
-#include "transport/tcp/out_queue.h"
-#include "transport/tcp/socket.h"
+#include "transport/out_queue.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::transport::ofi {
 
@@ -31,7 +31,7 @@ namespace optcast::transport::ofi {
 // wait descriptor would not announce (fi_trywait), so that it is readable whenever there is work.
 class FabricConnection final : public Connection {
  public:
-  static Status Create(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload, std::string peer,
+  static Status Create(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload, std::string peer,
                        std::unique_ptr<FabricConnection>* out);
   ~FabricConnection() override;
 
@@ -81,7 +81,7 @@ class FabricConnection final : public Connection {
   };
 
   FabricConnection() = default;
-  Status Init(std::shared_ptr<Fabric> fabric, tcp::Socket control, uint64_t max_payload, std::string peer);
+  Status Init(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload, std::string peer);
   // Reads the completion queue and records what completed (no handler needed).
   Status PollCompletions();
   // Posts queued sends while the provider and the send slots allow.
@@ -102,7 +102,7 @@ class FabricConnection final : public Connection {
   void DrainEventFd();
 
   std::shared_ptr<Fabric> fabric_;
-  tcp::Socket control_;
+  posix::Socket control_;
   uint64_t max_payload_ = 0;
   std::string peer_;
   std::vector<uint8_t> local_address_;

@@ -8,7 +8,10 @@
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 
-namespace optcast::transport::tcp {
+namespace optcast::transport::posix {
+
+// Sockets and the blocking helpers every transport and the bootstrap share: the tcp transport's
+// streams, the ofi transport's control connections, the ring baseline and the rendezvous.
 
 // Owns a file descriptor; closes it on destruction.
 class Socket {
@@ -54,4 +57,4 @@ Status SetNonBlocking(int fd, bool on);
 Status SendAll(int fd, const void* data, size_t len, Deadline deadline);
 Status RecvAll(int fd, void* data, size_t len, Deadline deadline);
 
-}  // namespace optcast::transport::tcp
+}  // namespace optcast::transport::posix

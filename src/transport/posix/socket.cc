@@ -1,5 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "transport/tcp/socket.h"
+#include "transport/posix/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <thread>
 
-namespace optcast::transport::tcp {
+namespace optcast::transport::posix {
 
 namespace {
 
@@ -224,4 +224,4 @@ Status RecvAll(int fd, void* data, size_t len, Deadline deadline) {
   return Status::Ok();
 }
 
-}  // namespace optcast::transport::tcp
+}  // namespace optcast::transport::posix

@@ -8,6 +8,9 @@
 
 namespace optcast::transport {
 
+// The event loop's pieces. Every Connection and Listener offers an fd() for them to wait on, so
+// they are named with the contract (transport::Poller), unlike the sockets (transport::posix).
+
 // A thin epoll wrapper: level-triggered readiness for many descriptors.
 class Poller {
  public:

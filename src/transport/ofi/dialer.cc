@@ -1,9 +1,11 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "transport/ofi/fabric_dialer.h"
+#include "transport/ofi/dialer.h"
 
 #include <algorithm>
 
-#include "transport/ofi/listener.h"
+#include "transport/ofi/address.h"
+#include "transport/ofi/connection.h"
+#include "transport/posix/socket.h"
 
 namespace optcast::transport::ofi {
 
@@ -29,6 +31,36 @@ class FabricRegistration final : public MemoryRegistration {
 };
 
 }  // namespace
+
+Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+  std::shared_ptr<Fabric> fabric;
+  OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), LocalHostToward(ep.host), &fabric));
+  return DialFabric(std::move(fabric), ep, deadline, max_payload, out);
+}
+
+Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline deadline, uint64_t max_payload,
+                  std::unique_ptr<Connection>* out) {
+  // The endpoint exists before the connection, so the address follows the connect at once.
+  posix::Socket s;
+  OPTCAST_RETURN_IF_ERROR(posix::Connect(ep, deadline, &s));
+  OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
+  const int fd = s.fd();
+  std::unique_ptr<FabricConnection> c;
+  OPTCAST_RETURN_IF_ERROR(FabricConnection::Create(fabric, std::move(s), max_payload, ep.ToString(), &c));
+  const std::string who = "server " + ep.ToString();
+  // `deadline` bounds reaching the server; once connected, the exchange gets as long as the
+  // server gives a client to send its address (a loaded server may take a moment).
+  const Deadline exchange{std::max(deadline.at, Clock::now() + kAddressTimeout)};
+  Status st = SendAddress(fd, fabric->provider(), c->local_address(), exchange);
+  std::string provider;
+  std::vector<uint8_t> address;
+  if (st.ok()) st = RecvAddress(fd, exchange, who, &provider, &address);
+  if (!st.ok()) return Status(st.code(), st.message().rfind(who, 0) == 0 ? st.message() : who + ": " + st.message());
+  if (address.empty()) return InvalidArgument(who + " refused the fabric connection: " + provider);
+  OPTCAST_RETURN_IF_ERROR(c->SetPeerAddress(address));
+  *out = std::move(c);
+  return Status::Ok();
+}
 
 Status FabricDialer::Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload,
                           std::unique_ptr<Connection>* out) {

@@ -1,0 +1,29 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/env.h"
+#include "transport/dialer.h"
+#include "transport/endpoint.h"
+
+namespace optcast::transport::tcp {
+
+// Connects and returns a non-blocking StreamConnection.
+Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+
+// The TCP Dialer: streams copy through the kernel, so there is nothing to register.
+class StreamDialer final : public Dialer {
+ public:
+  Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
+    return DialStream(ep, deadline, max_payload, out);
+  }
+  Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) override;
+  uint64_t registrations_made() const override { return 0; }
+  uint64_t registrations_open() const override { return 0; }
+  bool registration_required() const override { return false; }
+};
+
+}  // namespace optcast::transport::tcp
