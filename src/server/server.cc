@@ -202,19 +202,19 @@ class Server::Impl : public transport::MessageHandler {
 
   ServerStats stats() const {
     ServerStats s;
-    s.jobs_active = jobs_active_.load();
-    s.connections = connections_.load();
-    s.jobs_failed = jobs_failed_.load();
-    s.chunks_reduced = chunks_reduced_.load();
-    s.bytes_in = bytes_in_.load();
-    s.bytes_out = bytes_out_.load();
-    s.buffer_bytes_outstanding = buffers_outstanding_.load();
+    s.jobs_active = metrics_.jobs();
+    s.connections = metrics_.connections();
+    s.jobs_failed = metrics_.jobs_failed();
+    s.chunks_reduced = metrics_.chunks_done();
+    s.bytes_in = metrics_.bytes_in();
+    s.bytes_out = metrics_.bytes_out();
+    s.buffer_bytes_outstanding = metrics_.buffer_bytes();
     s.memory_used = memory_->used();
-    s.connections_refused = connections_refused_.load();
-    s.limit_failures = limit_failures_.load();
-    s.draining = draining_started_.load();
-    s.auth_failures = auth_failures_.load();
-    s.reduce_threads = reduce_threads_.load();
+    s.connections_refused = metrics_.connections_refused();
+    s.limit_failures = metrics_.limit_failures();
+    s.draining = metrics_.draining();
+    s.auth_failures = metrics_.auth_failures();
+    s.reduce_threads = metrics_.reduce_threads();
     return s;
   }
 
@@ -224,7 +224,7 @@ class Server::Impl : public transport::MessageHandler {
     // do), and a fork should find no thread but the caller's.
     if (workers_) {
       workers_->Start();
-      reduce_threads_.store(static_cast<uint64_t>(workers_->threads()));
+      metrics_.SetReduceThreads(static_cast<uint64_t>(workers_->threads()));
     }
     std::vector<transport::Poller::Event> events;
     auto next_sweep = Clock::now();
@@ -260,7 +260,7 @@ class Server::Impl : public transport::MessageHandler {
         next_sweep = Clock::now() + std::chrono::milliseconds(100);
       }
       ReapDead();
-      buffers_outstanding_.store(pool_.outstanding_bytes());
+      metrics_.SetBufferBytes(pool_.outstanding_bytes());
       if (drain_requested_.load() && !draining_) BeginDrain();
       if (draining_ && DrainStep()) break;
     }
@@ -318,7 +318,6 @@ class Server::Impl : public transport::MessageHandler {
     job->last_progress = Clock::now();
     last_activity_ = job->last_progress;
     const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(cit->second.desc.dtype);
-    bytes_in_ += bytes;
     metrics_.BytesIn(bytes);
     if (cs->trace_track != 0) {
       observe::TraceComplete("recv", "server", cs->rx_start_us, observe::TraceNowUs(),
@@ -336,7 +335,7 @@ class Server::Impl : public transport::MessageHandler {
     drain_deadline_ = Clock::now() + std::chrono::milliseconds(drain_ms_.load());
     poller_.Remove(listener_->fd());
     listener_.reset();
-    draining_started_.store(true);
+    metrics_.SetDraining();
     size_t open = 0;
     for (auto& [id, job] : jobs_) open += job->colls.empty() ? 0 : 1;
     Log().info(
@@ -398,9 +397,9 @@ class Server::Impl : public transport::MessageHandler {
       Log().debug("connection from {}", peer);
       ConnState* raw = cs.get();
       conns_.emplace(raw, std::move(cs));
-      connections_.store(conns_.size());
+      metrics_.SetConnections(conns_.size());
       if (conns_.size() > opts_.max_connections) {
-        ++connections_refused_;
+        metrics_.ConnectionRefused();
         (void)Refuse(raw, ResourceExhausted(fmt::format("the server's connection limit (--max-connections={}) is "
                                                         "reached; raise it, or spread jobs over more servers",
                                                         opts_.max_connections)));
@@ -427,7 +426,7 @@ class Server::Impl : public transport::MessageHandler {
     if (!job) {
       if (cs->challenged) {
         // Went away or broke the protocol instead of proving the secret.
-        ++auth_failures_;
+        metrics_.AuthFailure();
         cs->challenged = false;
       }
       if (why.code() == Code::kUnavailable) {
@@ -517,7 +516,7 @@ class Server::Impl : public transport::MessageHandler {
       poller_.Remove(cs->conn->fd());
       it = conns_.erase(it);
     }
-    connections_.store(conns_.size());
+    metrics_.SetConnections(conns_.size());
   }
 
   void SweepTimeouts() {
@@ -533,7 +532,7 @@ class Server::Impl : public transport::MessageHandler {
       if (cs->closing && now >= cs->close_by) cs->dead = true;
       if (!cs->job && !cs->upstream_of && !cs->closing && now - cs->accepted_at > opts_.hello_timeout) {
         if (cs->challenged) {
-          ++auth_failures_;
+          metrics_.AuthFailure();
           cs->challenged = false;
           SendErrorAndClose(
               cs,
@@ -614,7 +613,7 @@ class Server::Impl : public transport::MessageHandler {
     const wire::Hello h = cs->pending_hello;
     cs->challenged = false;
     if (!auth::VerifyProof(opts_.secret, cs->nonce, h, proof)) {
-      ++auth_failures_;
+      metrics_.AuthFailure();
       return Refuse(cs, Status(Code::kUnauthenticated,
                                fmt::format("authentication failed for rank {} of job {}: the hello's proof does not "
                                            "match this server's secret; give workers and servers the same "
@@ -661,7 +660,7 @@ class Server::Impl : public transport::MessageHandler {
       job->nranks = h.nranks;
       job->memory = std::make_shared<MemoryBudget>("--job-memory-limit", opts_.job_memory_limit, memory_);
       jobs_.emplace(h.job_id, job);
-      jobs_active_.store(jobs_.size());
+      metrics_.SetJobs(jobs_.size());
       metrics_.JobCreated();
       Log().info("job {} created ({} ranks)", hex, h.nranks);
       // Too wide to be flat here: a tree job from its first hello, with state per member.
@@ -850,7 +849,6 @@ class Server::Impl : public transport::MessageHandler {
   void SendTo(Job& job, uint32_t rank, OutMessage msg) {
     ConnState* cs = job.ConnOf(rank);
     if (cs == nullptr || cs->closing || cs->dead) return;
-    bytes_out_ += msg.payload_len;
     metrics_.BytesOut(msg.payload_len);
     if (cs->trace_track != 0) TraceSend(cs, &msg);
     cs->conn->Send(std::move(msg));
@@ -1004,7 +1002,6 @@ class Server::Impl : public transport::MessageHandler {
   void FinishSlot(const std::shared_ptr<Job>& job, std::map<uint64_t, CollState>::iterator cit,
                   std::map<SlotKey, Slot>::iterator sit) {
     CollState& coll = cit->second;
-    ++chunks_reduced_;
     metrics_.ChunkDone(Clock::now() - sit->second.first_arrival);
     coll.elems_done += sit->second.ref.count;
     ReleaseState(*job, sit->second.state_bytes);
@@ -1078,7 +1075,7 @@ class Server::Impl : public transport::MessageHandler {
   }
 
   Status FailJobForLimit(const std::shared_ptr<Job>& job, const std::string& why) {
-    ++limit_failures_;
+    metrics_.LimitFailure();
     FailJob(job, Code::kResourceExhausted, why);
     return Status(Code::kCancelled, "job failed");
   }
@@ -1097,8 +1094,7 @@ class Server::Impl : public transport::MessageHandler {
   void FailJob(std::shared_ptr<Job> job, Code code, const std::string& text) {
     if (job->failed) return;
     job->failed = true;
-    ++jobs_failed_;
-    metrics_.Error(code);
+    metrics_.JobFailed(code);
     Log().warn("job {} failed: {}", job->hex, text);
     const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
     CloseUpstream(*job, wire::EncodeError(wire::ErrorMsg{code, seq, text}));
@@ -1113,7 +1109,7 @@ class Server::Impl : public transport::MessageHandler {
     ReleaseState(*job, job->state_bytes);
     RememberFailure(job->id, code, text);
     jobs_.erase(job->id);
-    jobs_active_.store(jobs_.size());
+    metrics_.SetJobs(jobs_.size());
   }
 
   // A server with nothing in flight for a second returns its cached buffers to the system, so
@@ -1153,7 +1149,7 @@ class Server::Impl : public transport::MessageHandler {
     Log().info("job {} finished", job->hex);
     CloseUpstream(*job, wire::EncodeBye());
     jobs_.erase(job->id);
-    jobs_active_.store(jobs_.size());
+    metrics_.SetJobs(jobs_.size());
   }
 
   // ---- observability ----
@@ -1218,7 +1214,6 @@ class Server::Impl : public transport::MessageHandler {
   bool accept_paused_ = false;
   Clock::time_point last_activity_{};
   std::atomic<bool> drain_requested_{false};
-  std::atomic<bool> draining_started_{false};  // the listener is closed
   std::atomic<int64_t> drain_ms_{0};
   bool draining_ = false;
   bool drain_farewell_sent_ = false;
@@ -1233,10 +1228,6 @@ class Server::Impl : public transport::MessageHandler {
   std::vector<ParentAddress> parent_addrs_;  // --upstream, resolved at Start
   std::vector<uint8_t> tree_scratch_;
   std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
-  std::atomic<uint64_t> reduce_threads_{0};
-
-  std::atomic<uint64_t> jobs_active_{0}, connections_{0}, jobs_failed_{0}, chunks_reduced_{0}, bytes_in_{0},
-      bytes_out_{0}, buffers_outstanding_{0}, connections_refused_{0}, limit_failures_{0}, auth_failures_{0};
 };
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
