@@ -13,8 +13,11 @@ namespace optcast::server {
 ConnectionLoop::ConnectionLoop(const ServerOptions& opts, ServerMetrics& metrics, Events& events)
     : opts_(opts), metrics_(metrics), events_(events) {}
 
-ConnectionLoop::~ConnectionLoop() {
+ConnectionLoop::~ConnectionLoop() { DestroyAll(); }
+
+void ConnectionLoop::DestroyAll() {
   for (auto& [cs, owned] : conns_) owned.reset();
+  conns_.clear();
 }
 
 Status ConnectionLoop::Listen() {

@@ -66,6 +66,8 @@ class ConnectionLoop {
   // Refuses a connection without touching any job; the returned status stops reading from it.
   Status Refuse(ConnState* cs, const Status& st);
 
+  // Destroys every connection at once (the server is going away).
+  void DestroyAll();
   // Stops accepting for good (shutting down).
   void CloseListener();
   bool HasPendingWrites() const;

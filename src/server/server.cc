@@ -63,7 +63,12 @@ class Server::Impl : public ConnectionLoop::Events {
     dispatcher_.set_sink(&collectives_);
   }
 
-  ~Impl() override { dispatcher_.StopWorkers(); }
+  // The workers go first, while the tasks and buffers they use still exist; then the connections,
+  // while the jobs and parts their pending messages' callbacks reach still exist.
+  ~Impl() override {
+    dispatcher_.StopWorkers();
+    loop_.DestroyAll();
+  }
 
   Status Start();
   Status Run();
