@@ -14,6 +14,12 @@ uint64_t SlotStateBytes(uint32_t seats) {
   return sizeof(Slot) + 64 + static_cast<uint64_t>(seats) * (sizeof(std::shared_ptr<uint8_t>) + 1);
 }
 
+std::vector<uint32_t> Job::Members() const {
+  std::vector<uint32_t> all;
+  ForEachMember([&](uint32_t index) { all.push_back(index); });
+  return all;
+}
+
 ConnState* Job::ConnOf(uint32_t index) const {
   auto it = participants.find(index);
   return it == participants.end() ? nullptr : it->second.conn;
@@ -51,6 +57,13 @@ uint32_t Job::FirstDeparted() const {
     if (p.departed) first = std::min(first, index);
   }
   return first;
+}
+
+observe::TraceArgs ChunkTraceArgs(const wire::CollDesc& d, const wire::ChunkRef& ref, uint64_t bytes) {
+  observe::TraceArgs a;
+  a.Add("coll", CollTypeName(d.coll)).Add("seq", d.coll_seq).Add("segment", ref.segment).Add("offset", ref.offset);
+  a.Add("bytes", bytes);
+  return a;
 }
 
 std::string DescribeColl(const wire::CollDesc& d) {

@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "common/env.h"
+#include "observe/trace.h"
 #include "server/memory_budget.h"
-#include "server/tree_state.h"
+#include "server/tree_job.h"
 #include "transport/message.h"
 #include "wire/protocol.h"
 
@@ -31,8 +32,9 @@ struct Slot {
   uint32_t expected = 0;
   Clock::time_point first_arrival{};  // for the chunk latency metric
   uint64_t state_bytes = 0;           // bookkeeping charged to the job for this slot
-  // Aggregation tree: the combined partial, then the result from upstream (server/tree_math.h).
-  std::shared_ptr<uint8_t> tree_buf;
+  // What goes back down once reduced: the result (in a flat job, contribs[0] reduced in place);
+  // in an aggregation tree first the combined partial, then the result from upstream.
+  std::shared_ptr<uint8_t> result;
 };
 
 using SlotKey = std::pair<uint32_t, uint64_t>;  // (segment, offset)
@@ -64,6 +66,9 @@ struct CollState {
   uint64_t state_bytes = 0;  // bookkeeping charged to the job for this collective
 };
 
+using CollIt = std::map<uint64_t, CollState>::iterator;
+using SlotIt = std::map<SlotKey, Slot>::iterator;
+
 // A member of a job at this server: a rank, or in a tree a downstream server (known by the first
 // rank it admitted).
 struct Participant {
@@ -91,7 +96,7 @@ struct Job {
   Clock::time_point last_progress = Clock::now();
   bool failed = false;
   // Set when the job spans an aggregation tree: this server has a parent or downstream servers.
-  std::unique_ptr<TreeState> tree;
+  std::unique_ptr<TreeJob> tree;
 
   // Where member `index` (a rank, or a downstream server's first rank) contributes in a chunk
   // slot: its rank in a flat job, its seat (join order) in a tree, where slots are as wide as
@@ -99,6 +104,21 @@ struct Job {
   uint32_t SeatOf(uint32_t index) const { return tree ? tree->members.seat(index) : index; }
   // How many seats a slot needs now (a tree's grows as members join, until it is sealed).
   uint32_t Seats() const { return tree ? static_cast<uint32_t>(tree->members.members()) : nranks; }
+
+  // The members that joined here, in seat order: every rank of a flat job; in a tree, this
+  // server's ranks and downstream servers (the job's other ranks belong to other servers).
+  std::vector<uint32_t> Members() const;
+  // Calls f(index) for each member that joined here, in seat order, as Members() lists them.
+  template <typename F>
+  void ForEachMember(F&& f) const {
+    if (tree) {
+      for (uint32_t index : tree->members.seated()) f(index);
+    } else {
+      for (uint32_t r = 0; r < nranks; ++r) f(r);
+    }
+  }
+  // Every member contributed to `slot` (in a tree, only once the member set is sealed).
+  bool SlotFull(const Slot& slot) const { return tree ? tree->SlotFull(slot) : slot.arrived == slot.expected; }
 
   // The connection of member `index`, or nullptr if it is not (or no longer) connected here.
   ConnState* ConnOf(uint32_t index) const;
@@ -112,6 +132,15 @@ struct Job {
   uint32_t FirstDeparted() const;
 };
 
+// FNV-1a over a job id, for the maps keyed by it.
+struct JobIdHash {
+  size_t operator()(const wire::JobIdBytes& id) const {
+    size_t h = 1469598103934665603ull;
+    for (uint8_t b : id) h = (h ^ b) * 1099511628211ull;
+    return h;
+  }
+};
+
 // Bookkeeping bytes charged per collective and per chunk position, so memory limits also bound
 // the state a job's metadata holds (it grows with the server's fan-in).
 uint64_t CollStateBytes(uint32_t members);
@@ -122,6 +151,9 @@ std::string DescribeColl(const wire::CollDesc& d);
 
 // Checks a chunk against the collective's shape; the error names the problem.
 Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_rank);
+
+// A chunk's trace event arguments.
+observe::TraceArgs ChunkTraceArgs(const wire::CollDesc& d, const wire::ChunkRef& ref, uint64_t bytes);
 
 // Explains how two ranks' descriptions of one collective differ.
 std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b, uint32_t rank_b);

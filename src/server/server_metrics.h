@@ -1,10 +1,13 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// The reduction server's Prometheus metrics. The server's threads update them without locks; the
-// metrics endpoint renders them from its own thread.
+// The reduction server's counters, kept once: the Prometheus metrics, plus a few counts that only
+// Server::stats() reports. The server's threads update them without locks; the metrics endpoint
+// and stats() read them from their own threads.
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "observe/metrics.h"
@@ -21,8 +24,21 @@ class ServerMetrics {
   void BytesIn(uint64_t n) { bytes_in_.Inc(n); }
   void BytesOut(uint64_t n) { bytes_out_.Inc(n); }
   void JobCreated() { jobs_created_.Inc(); }
-  // A job failed, or a connection was refused before it joined one: counted by the error's kind.
+  // A connection was refused before it joined a job: counted by the error's kind.
   void Error(Code code);
+  // A job failed: counted by the error's kind, and as a failed job.
+  void JobFailed(Code code) {
+    jobs_failed_.fetch_add(1, std::memory_order_relaxed);
+    Error(code);
+  }
+  // A job ended by a memory or open-chunk limit (also counted by JobFailed).
+  void LimitFailure() { limit_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A connection over the connection limit (also counted by Error).
+  void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
+  // A hello without a valid proof of the secret.
+  void AuthFailure() { auth_failures_.fetch_add(1, std::memory_order_relaxed); }
+  void SetReduceThreads(uint64_t n) { reduce_threads_.store(n, std::memory_order_relaxed); }
+  void SetDraining() { draining_.store(true, std::memory_order_relaxed); }
   void CollectiveDone(CollType coll);
   void ChunkDone(std::chrono::steady_clock::duration latency);
   void Reduced(std::chrono::steady_clock::duration took);
@@ -36,6 +52,23 @@ class ServerMetrics {
     int64_t buffer_bytes = 0;    // chunk memory in use
   };
   void SetLevels(const Levels& l);
+  // Levels that stats() reads, so they are set as soon as they change rather than once a sweep.
+  void SetJobs(size_t n) { jobs_.Set(static_cast<int64_t>(n)); }
+  void SetConnections(size_t n) { connections_.Set(static_cast<int64_t>(n)); }
+  void SetBufferBytes(size_t n) { buffer_bytes_.Set(static_cast<int64_t>(n)); }
+
+  uint64_t bytes_in() const { return bytes_in_.value(); }
+  uint64_t bytes_out() const { return bytes_out_.value(); }
+  uint64_t chunks_done() const { return chunks_.value(); }
+  uint64_t jobs() const { return static_cast<uint64_t>(jobs_.value()); }
+  uint64_t connections() const { return static_cast<uint64_t>(connections_.value()); }
+  uint64_t buffer_bytes() const { return static_cast<uint64_t>(buffer_bytes_.value()); }
+  uint64_t jobs_failed() const { return jobs_failed_.load(std::memory_order_relaxed); }
+  uint64_t limit_failures() const { return limit_failures_.load(std::memory_order_relaxed); }
+  uint64_t connections_refused() const { return connections_refused_.load(std::memory_order_relaxed); }
+  uint64_t auth_failures() const { return auth_failures_.load(std::memory_order_relaxed); }
+  uint64_t reduce_threads() const { return reduce_threads_.load(std::memory_order_relaxed); }
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
  private:
   observe::Registry registry_;
@@ -53,6 +86,13 @@ class ServerMetrics {
   observe::Gauge& send_queue_;
   observe::Gauge& chunks_pending_;
   observe::Gauge& buffer_bytes_;
+  // Not exported: optcast_server_errors_total already has them by kind.
+  std::atomic<uint64_t> jobs_failed_{0};
+  std::atomic<uint64_t> limit_failures_{0};
+  std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> auth_failures_{0};
+  std::atomic<uint64_t> reduce_threads_{0};
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace optcast::server
