@@ -8,8 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include "auth/proof.h"
+#include <utility>
 
 namespace optcast::server {
 
@@ -62,32 +61,20 @@ Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentA
   return Status(Code::kUnavailable, fmt::format("connect to {}: {}", parent.ToString(), last));
 }
 
+UpstreamLink::UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello)
+    : parent_(std::move(parent)),
+      join_(hello, std::move(secret), "the upstream server " + parent_, "this server",
+            "this server has no secret: give every server of the tree the same --secret-file") {}
+
 transport::OutMessage UpstreamLink::HelloMessage() const {
-  return transport::MakeOutMessage(wire::EncodeHello(hello_), nullptr, 0);
+  return transport::MakeOutMessage(join_.HelloMeta(), nullptr, 0);
 }
 
 Status UpstreamLink::OnHandshake(const wire::Message& msg, std::vector<transport::OutMessage>* reply) {
-  if (welcomed_) return ProtocolError("the upstream server sent a second welcome or challenge");
-  if (msg.type == wire::MsgType::kChallenge) {
-    if (challenged_) return ProtocolError("the upstream server sent a second challenge");
-    if (secret_.empty()) {
-      return Status(Code::kUnauthenticated,
-                    fmt::format("the upstream server {} requires authentication but this server has no secret; give "
-                                "every server of the tree the same --secret-file",
-                                parent_));
-    }
-    challenged_ = true;
-    const wire::Mac mac = auth::ComputeProof(secret_, msg.challenge, hello_);
-    reply->push_back(transport::MakeOutMessage(wire::EncodeProof(mac), nullptr, 0));
-    return Status::Ok();
-  }
-  if (msg.type == wire::MsgType::kWelcome) {
-    welcomed_ = true;
-    max_payload_ = msg.welcome.max_payload;
-    return Status::Ok();
-  }
-  return ProtocolError(fmt::format("the upstream server {} sent message type {} before its welcome", parent_,
-                                   static_cast<int>(msg.type)));
+  std::vector<uint8_t> next;
+  OPTCAST_RETURN_IF_ERROR(join_.OnMessage(msg, &next));
+  if (!next.empty()) reply->push_back(transport::MakeOutMessage(next, nullptr, 0));
+  return Status::Ok();
 }
 
 }  // namespace optcast::server

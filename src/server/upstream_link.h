@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/handshake.h"
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 #include "transport/message.h"
@@ -43,13 +44,12 @@ Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentA
 
 class UpstreamLink {
  public:
-  UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello)
-      : parent_(std::move(parent)), secret_(std::move(secret)), hello_(hello) {}
+  UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello);
 
   const std::string& parent() const { return parent_; }
-  const wire::Hello& hello() const { return hello_; }
-  bool welcomed() const { return welcomed_; }
-  uint64_t max_payload() const { return max_payload_; }
+  const wire::Hello& hello() const { return join_.hello(); }
+  bool welcomed() const { return join_.welcomed(); }
+  uint64_t max_payload() const { return join_.max_payload(); }
 
   // The first message on the connection.
   transport::OutMessage HelloMessage() const;
@@ -69,12 +69,9 @@ class UpstreamLink {
 
  private:
   std::string parent_;
-  std::string secret_;
-  wire::Hello hello_;
-  bool challenged_ = false;
-  bool welcomed_ = false;
+  // The same opening as a rank's (hello, challenge and proof, welcome), driven from the loop.
+  auth::JoinHandshake join_;
   bool close_after_welcome_ = false;
-  uint64_t max_payload_ = 0;
   std::deque<transport::OutMessage> held_;
 };
 
