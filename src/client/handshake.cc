@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "auth/proof.h"
+#include "auth/handshake.h"
 #include "transport/endpoint.h"
 #include "transport/message.h"
 #include "wire/protocol.h"
@@ -69,33 +69,22 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   hello.job_id = opts.job_id.bytes;
   hello.nranks = static_cast<uint32_t>(opts.nranks);
   hello.rank = static_cast<uint32_t>(opts.rank);
+  const std::string peer = "server " + ep.ToString();
+  auth::JoinHandshake join(hello, opts.secret, peer, "rank " + std::to_string(opts.rank),
+                           "set OPTCAST_SECRET_FILE to the file holding the deployment's secret (the one the servers "
+                           "use)");
   const Deadline d = Deadline::After(opts.timeout);
-  std::vector<uint8_t> meta;
-  Status st = Exchange(*conn, wire::EncodeHello(hello), d, &meta);
-  wire::Message reply;
-  if (st.ok()) st = wire::Decode(meta, &reply);
-  if (st.ok() && reply.type == wire::MsgType::kChallenge) {
-    if (opts.secret.empty()) {
-      return Status(Code::kUnauthenticated,
-                    "server " + ep.ToString() +
-                        " requires authentication; set OPTCAST_SECRET_FILE to the file holding the deployment's "
-                        "secret (the one the servers use)");
-    }
-    const auto proof = wire::EncodeProof(auth::ComputeProof(opts.secret, reply.challenge, hello));
-    st = Exchange(*conn, proof, d, &meta);
+  std::vector<uint8_t> next = join.HelloMeta();
+  while (!join.welcomed()) {
+    std::vector<uint8_t> meta;
+    wire::Message reply;
+    Status st = Exchange(*conn, std::move(next), d, &meta);
     if (st.ok()) st = wire::Decode(meta, &reply);
-  }
-  if (!st.ok()) return Status(st.code(), "server " + ep.ToString() + ": " + st.message());
-  if (reply.type == wire::MsgType::kError) {
-    return Status(reply.error.code,
-                  "server " + ep.ToString() + " refused rank " + std::to_string(opts.rank) + ": " + reply.error.text);
-  }
-  if (reply.type != wire::MsgType::kWelcome) {
-    return ProtocolError("server " + ep.ToString() + " answered hello with message type " +
-                         std::to_string(static_cast<int>(reply.type)));
+    if (!st.ok()) return Status(st.code(), peer + ": " + st.message());
+    OPTCAST_RETURN_IF_ERROR(join.OnMessage(reply, &next));
   }
   out->address = ep.ToString();
-  out->max_payload = reply.welcome.max_payload;
+  out->max_payload = join.max_payload();
   out->conn = std::move(conn);
   return Status::Ok();
 }

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "transport/tcp/connection.h"
-
 namespace optcast::server {
 
 using transport::OutMessage;
@@ -18,7 +16,9 @@ TreeRelay::TreeRelay(const ServerOptions& opts, ServerMetrics& metrics, Connecti
 
 Status TreeRelay::ResolveParent() {
   if (!opts_.upstream) return Status::Ok();
-  return server::ResolveParent(*opts_.upstream, &parent_addrs_);
+  OPTCAST_RETURN_IF_ERROR(server::ResolveParent(*opts_.upstream, &parent_numeric_));
+  // The parent listens with the same transport as this server (and, for ofi, the same provider).
+  return transport::Dialer::Create(opts_.transport, &dialer_, opts_.ofi_provider);
 }
 
 bool TreeRelay::IsTreeJob(const Job* existing, const wire::Hello& h) const {
@@ -30,17 +30,16 @@ bool TreeRelay::IsTreeJob(const Job* existing, const wire::Hello& h) const {
 // One connection upstream per job, so a server holds its own ranks' connections plus one per job.
 Status TreeRelay::OpenUpstream(const std::shared_ptr<Job>& job, uint32_t first_rank) {
   const std::string parent = opts_.upstream->ToString();
-  transport::posix::Socket s;
-  // Non-blocking: the hello waits in the send queue until the connection is up.
-  Status st = StartConnect(*opts_.upstream, parent_addrs_, &s);
+  std::unique_ptr<transport::Connection> conn;
+  // Never blocks the loop: the hello waits in the send queue until the connection is up.
+  Status st = dialer_->StartDial(parent_numeric_, opts_.max_payload, &conn);
   if (!st.ok()) {
     return Status(Code::kUnavailable, fmt::format("this server cannot reach its upstream server {} for job {}: {}; "
                                                   "start the parent first or fix --upstream / the topology file",
                                                   parent, job->hex, st.message()));
   }
   auto owned = std::make_unique<ConnState>();
-  owned->conn =
-      std::make_unique<transport::tcp::StreamConnection>(std::move(s), opts_.max_payload, "upstream " + parent);
+  owned->conn = std::move(conn);
   ConnState* cs = owned.get();
   OPTCAST_RETURN_IF_ERROR(loop_.Adopt(std::move(owned)));
   cs->upstream_of = job;

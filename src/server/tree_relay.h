@@ -15,6 +15,8 @@
 #include "server/server.h"
 #include "server/server_metrics.h"
 #include "server/upstream_link.h"
+#include "transport/dialer.h"
+#include "transport/endpoint.h"
 
 namespace optcast::server {
 
@@ -26,7 +28,8 @@ class TreeRelay {
   TreeRelay(const ServerOptions& opts, ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs, BufferPool& pool,
             Collectives& collectives);
 
-  // Looks the parent up (--upstream), once, before the loop runs.
+  // Looks the parent up (--upstream), once, before the loop runs, and makes the dialer of the
+  // server's transport that connects to it.
   Status ResolveParent();
   // Whether a job that rank `h` joins is a tree job here.
   bool IsTreeJob(const Job* existing, const wire::Hello& h) const;
@@ -63,7 +66,8 @@ class TreeRelay {
   JobTable& jobs_;
   BufferPool& pool_;
   Collectives& collectives_;
-  std::vector<ParentAddress> parent_addrs_;  // --upstream, resolved at start
+  transport::Endpoint parent_numeric_;         // --upstream, resolved at start
+  std::unique_ptr<transport::Dialer> dialer_;  // the server's transport, toward the parent
 };
 
 }  // namespace optcast::server

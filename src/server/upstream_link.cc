@@ -1,19 +1,15 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "server/upstream_link.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include "auth/proof.h"
+#include <utility>
 
 namespace optcast::server {
 
-Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddress>* out) {
+Status ResolveParent(const transport::Endpoint& parent, transport::Endpoint* numeric) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -25,69 +21,32 @@ Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddres
                               "start this server once the name resolves",
                               parent.ToString(), gai_strerror(rc)));
   }
-  out->clear();
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    ParentAddress a;
-    a.family = ai->ai_family;
-    a.socktype = ai->ai_socktype;
-    a.protocol = ai->ai_protocol;
-    std::memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
-    a.len = ai->ai_addrlen;
-    out->push_back(a);
-  }
-  freeaddrinfo(res);
-  if (out->empty()) {
+  char host[NI_MAXHOST] = {};
+  const int rc = res != nullptr
+                     ? getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST)
+                     : EAI_NONAME;
+  if (res != nullptr) freeaddrinfo(res);
+  if (rc != 0) {
     return Status(Code::kUnavailable, fmt::format("the upstream server {} resolved to no address", parent.ToString()));
   }
+  *numeric = transport::Endpoint{host, parent.port};
   return Status::Ok();
 }
 
-Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentAddress>& addrs,
-                    transport::posix::Socket* out) {
-  std::string last = "no address";
-  for (const ParentAddress& a : addrs) {
-    transport::posix::Socket s(::socket(a.family, a.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.protocol));
-    if (!s.valid()) {
-      last = std::string("socket(): ") + std::strerror(errno);
-      continue;
-    }
-    if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0 || errno == EINPROGRESS) {
-      OPTCAST_RETURN_IF_ERROR(transport::posix::ConfigureDataSocket(s.fd(), true));
-      *out = std::move(s);
-      return Status::Ok();
-    }
-    last = std::strerror(errno);
-  }
-  return Status(Code::kUnavailable, fmt::format("connect to {}: {}", parent.ToString(), last));
-}
+UpstreamLink::UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello)
+    : parent_(std::move(parent)),
+      join_(hello, std::move(secret), "the upstream server " + parent_, "this server",
+            "this server has no secret: give every server of the tree the same --secret-file") {}
 
 transport::OutMessage UpstreamLink::HelloMessage() const {
-  return transport::MakeOutMessage(wire::EncodeHello(hello_), nullptr, 0);
+  return transport::MakeOutMessage(join_.HelloMeta(), nullptr, 0);
 }
 
 Status UpstreamLink::OnHandshake(const wire::Message& msg, std::vector<transport::OutMessage>* reply) {
-  if (welcomed_) return ProtocolError("the upstream server sent a second welcome or challenge");
-  if (msg.type == wire::MsgType::kChallenge) {
-    if (challenged_) return ProtocolError("the upstream server sent a second challenge");
-    if (secret_.empty()) {
-      return Status(Code::kUnauthenticated,
-                    fmt::format("the upstream server {} requires authentication but this server has no secret; give "
-                                "every server of the tree the same --secret-file",
-                                parent_));
-    }
-    challenged_ = true;
-    const wire::Mac mac = auth::ComputeProof(secret_, msg.challenge, hello_);
-    reply->push_back(transport::MakeOutMessage(wire::EncodeProof(mac), nullptr, 0));
-    return Status::Ok();
-  }
-  if (msg.type == wire::MsgType::kWelcome) {
-    welcomed_ = true;
-    max_payload_ = msg.welcome.max_payload;
-    return Status::Ok();
-  }
-  return ProtocolError(fmt::format("the upstream server {} sent message type {} before its welcome", parent_,
-                                   static_cast<int>(msg.type)));
+  std::vector<uint8_t> next;
+  OPTCAST_RETURN_IF_ERROR(join_.OnMessage(msg, &next));
+  if (!next.empty()) reply->push_back(transport::MakeOutMessage(next, nullptr, 0));
+  return Status::Ok();
 }
 
 }  // namespace optcast::server

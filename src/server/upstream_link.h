@@ -5,51 +5,33 @@
 // one member, the answer to the parent's challenge (the same deployment secret as the workers'),
 // and the messages held back until the parent's welcome.
 
-#include <sys/socket.h>
-
 #include <cstdint>
 #include <deque>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "auth/handshake.h"
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 #include "transport/message.h"
-#include "transport/posix/socket.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
 
-// One address the parent's name resolved to.
-struct ParentAddress {
-  int family = 0;
-  int socktype = 0;
-  int protocol = 0;
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-};
-
 // Looks the parent's name up once, when the server starts: a lookup can block for seconds, and
 // the event loop, which opens a connection upstream for every new job, must never wait on one.
-Status ResolveParent(const transport::Endpoint& parent, std::vector<ParentAddress>* out);
-
-// Starts a non-blocking connection to the parent at the first of `addrs` that takes it: the
-// event loop never waits for it. The socket becomes writable once connected; a refused or
-// unreachable parent shows up as an error on the first read or write, a silent one as no welcome
-// within the hello timeout.
-Status StartConnect(const transport::Endpoint& parent, const std::vector<ParentAddress>& addrs,
-                    transport::posix::Socket* out);
+// *numeric is the parent with the first address its name resolved to.
+Status ResolveParent(const transport::Endpoint& parent, transport::Endpoint* numeric);
 
 class UpstreamLink {
  public:
-  UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello)
-      : parent_(std::move(parent)), secret_(std::move(secret)), hello_(hello) {}
+  UpstreamLink(std::string parent, std::string secret, const wire::Hello& hello);
 
   const std::string& parent() const { return parent_; }
-  const wire::Hello& hello() const { return hello_; }
-  bool welcomed() const { return welcomed_; }
-  uint64_t max_payload() const { return max_payload_; }
+  const wire::Hello& hello() const { return join_.hello(); }
+  bool welcomed() const { return join_.welcomed(); }
+  uint64_t max_payload() const { return join_.max_payload(); }
 
   // The first message on the connection.
   transport::OutMessage HelloMessage() const;
@@ -69,12 +51,9 @@ class UpstreamLink {
 
  private:
   std::string parent_;
-  std::string secret_;
-  wire::Hello hello_;
-  bool challenged_ = false;
-  bool welcomed_ = false;
+  // The same opening as a rank's (hello, challenge and proof, welcome), driven from the loop.
+  auth::JoinHandshake join_;
   bool close_after_welcome_ = false;
-  uint64_t max_payload_ = 0;
   std::deque<transport::OutMessage> held_;
 };
 

@@ -23,6 +23,10 @@ class Connection {
 
   virtual int fd() const = 0;
   virtual const std::string& peer() const = 0;
+  // False while a connection started by Dialer::StartDial is still being set up (as of the last
+  // Flush or ReadAvailable): messages sent meanwhile wait in the queue, and a setup that fails is
+  // the error of the next Flush or ReadAvailable.
+  virtual bool Connected() const { return true; }
   // True when fd() never reports "writable" (the owner need not ask for it).
   virtual bool WritesSignalReadable() const { return false; }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/env.h"
 #include "optcast/status.h"
@@ -28,12 +29,22 @@ class MemoryRegistration {
 class Dialer {
  public:
   // Defined in factory.cc: the error of CheckKindBuilt for a transport this build does not carry.
-  static Status Create(Kind kind, std::unique_ptr<Dialer>* out);
+  // `ofi_provider` picks the libfabric provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER,
+  // FI_PROVIDER, else automatic), as for transport::Listen.
+  static Status Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider = "");
   virtual ~Dialer() = default;
 
   // Connects to a server listening with the same transport (see transport::Dial).
   virtual Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload,
                       std::unique_ptr<Connection>* out) = 0;
+  // Starts a connection without waiting for it, for an event loop that must never block: *out is
+  // returned at once and is driven like any connection (fd() in the loop, Flush, ReadAvailable).
+  // Messages sent before it is up wait in its queue; Connected() turns true once it is up, and a
+  // peer that refuses, cannot be reached or rejects the setup makes the next Flush or
+  // ReadAvailable fail with an error naming `ep`. A connection that never comes up is the
+  // caller's to time out. `ep.host` should be numeric (posix::ResolveNumeric): a name is looked up
+  // here, which can block.
+  virtual Status StartDial(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) = 0;
   // Registers [data, data+size) in every domain the connections dialled so far use (whether or
   // not the provider needs registered memory: later sends and receives in it use it), held until
   // *out is destroyed; then the registration is closed as soon as no send or receive uses it

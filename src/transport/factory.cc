@@ -26,11 +26,11 @@ Status Dial(Kind kind, const Endpoint& ep, Deadline deadline, uint64_t max_paylo
   return tcp::DialStream(ep, deadline, max_payload, out);
 }
 
-Status Dialer::Create(Kind kind, std::unique_ptr<Dialer>* out) {
+Status Dialer::Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider) {
   OPTCAST_RETURN_IF_ERROR(CheckKindBuilt(kind));
 #if OPTCAST_WITH_OFI
   if (kind == Kind::kOfi) {
-    *out = std::make_unique<ofi::FabricDialer>();
+    *out = std::make_unique<ofi::FabricDialer>(ofi_provider);
     return Status::Ok();
   }
 #endif

@@ -395,5 +395,82 @@ TEST(OfiTransport, RdmaDevicesAreUsedWhenPresent) {
   }() << ")";
 }
 
+// Dialer::StartDial, for both transports: the dial returns at once, a message sent before the
+// connection is up goes out once it is, and nothing ever waits (everything runs on this thread).
+class StartDial : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(StartDial, ReturnsAtOnceAndCarriesWhatWasSentBeforeItWasUp) {
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(Listen(GetParam(), {"127.0.0.1", 0}, &listener).ok());
+  std::unique_ptr<Dialer> dialer;
+  ASSERT_TRUE(Dialer::Create(GetParam(), &dialer).ok());
+  std::unique_ptr<Connection> client, server;
+  Status st = dialer->StartDial({"127.0.0.1", listener->port()}, 1u << 20, &client);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::vector<uint8_t> payload(100000);
+  std::iota(payload.begin(), payload.end(), uint8_t{0});
+  const uint8_t meta[2] = {7, 8};
+  client->Send(MakeOutMessage(meta, payload.data(), payload.size()));
+  Collector at_server, at_client;
+  const auto until = std::chrono::steady_clock::now() + milliseconds(10000);
+  while (at_server.completed == 0 || !client->Connected()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "connected " << client->Connected();
+    st = client->Flush();
+    ASSERT_TRUE(st.ok()) << st.message();
+    pollfd p[2] = {{client->fd(), static_cast<short>(POLLIN | (client->Connected() ? 0 : POLLOUT)), 0},
+                   {server ? server->fd() : listener->fd(), POLLIN, 0}};
+    ::poll(p, 2, 20);
+    if (p[0].revents != 0) {
+      st = client->ReadAvailable(at_client);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    if (!server) {
+      Status a = listener->Accept(1u << 20, &server);
+      ASSERT_TRUE(a.ok() || a.code() == Code::kUnavailable) << a.message();
+    } else if (p[1].revents != 0) {
+      st = server->ReadAvailable(at_server);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_TRUE(server->Flush().ok());
+    }
+  }
+  ASSERT_EQ(at_server.metas.size(), 1u);
+  EXPECT_EQ(at_server.metas[0], std::vector<uint8_t>(meta, meta + 2));
+  EXPECT_EQ(at_server.payloads[0], payload);
+}
+
+TEST_P(StartDial, ARefusedConnectionIsAnErrorNamingTheAddress) {
+  // A port that was just free: nothing listens there.
+  uint16_t port = 0;
+  {
+    std::unique_ptr<Listener> l;
+    ASSERT_TRUE(Listen(Kind::kTcp, {"127.0.0.1", 0}, &l).ok());
+    port = l->port();
+  }
+  std::unique_ptr<Dialer> dialer;
+  ASSERT_TRUE(Dialer::Create(GetParam(), &dialer).ok());
+  std::unique_ptr<Connection> c;
+  Status st = dialer->StartDial({"127.0.0.1", port}, 1024, &c);
+  if (!st.ok()) {  // refused before connect() returned: reported at once
+    EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(port)), std::string::npos) << st.message();
+    return;
+  }
+  Collector h;
+  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (st.ok() && std::chrono::steady_clock::now() < until) {
+    pollfd p{c->fd(), static_cast<short>(POLLIN | POLLOUT), 0};
+    ::poll(&p, 1, 20);
+    st = c->ReadAvailable(h);
+    if (st.ok()) st = c->Flush();
+  }
+  ASSERT_FALSE(st.ok());
+  EXPECT_FALSE(c->Connected());
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
+  EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(port)), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("refused"), std::string::npos) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, StartDial, ::testing::Values(Kind::kTcp, Kind::kOfi),
+                         [](const ::testing::TestParamInfo<Kind>& i) { return std::string(KindName(i.param)); });
+
 }  // namespace
 }  // namespace optcast::transport

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 // Hello proofs (HMAC-SHA256 over the documented layout), secrets from files and the environment,
-// and the memory budgets behind the server's limits.
+// the join handshake that ranks and servers share, and the memory budgets behind the server's
+// limits.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "auth/handshake.h"
 #include "auth/proof.h"
 #include "auth/secret.h"
 #include "server/memory_budget.h"
@@ -68,9 +70,55 @@ TEST(HelloProof, EveryFieldAndTheSecretMatter) {
   EXPECT_FALSE(auth::VerifyProof(secret, nonce, hello, flipped));
 }
 
-TEST(HelloProof, NoncesAreFresh) {
-  EXPECT_NE(auth::NewNonce(), auth::NewNonce());
+// The joining side's state machine, as ranks and servers joining their parent drive it.
+auth::JoinHandshake SampleJoin(const std::string& secret) {
+  return auth::JoinHandshake(SampleHello(), secret, "server 10.0.0.1:8918", "rank 2", "give it the secret");
 }
+
+TEST(JoinHandshake, AnswersAChallengeWithTheProofThenTakesTheWelcome) {
+  auth::JoinHandshake join = SampleJoin("s3cret-s3cret-s3cret");
+  wire::Message m;
+  ASSERT_TRUE(wire::Decode(join.HelloMeta(), &m).ok());
+  EXPECT_EQ(m.type, wire::MsgType::kHello);
+  wire::Message challenge;
+  challenge.type = wire::MsgType::kChallenge;
+  challenge.challenge = CountingNonce();
+  std::vector<uint8_t> reply;
+  ASSERT_TRUE(join.OnMessage(challenge, &reply).ok());
+  ASSERT_TRUE(wire::Decode(reply, &m).ok());
+  ASSERT_EQ(m.type, wire::MsgType::kProof);
+  EXPECT_TRUE(auth::VerifyProof("s3cret-s3cret-s3cret", CountingNonce(), SampleHello(), m.proof));
+  EXPECT_EQ(join.OnMessage(challenge, &reply).code(), Code::kProtocol) << "a second challenge";
+  wire::Message welcome;
+  welcome.type = wire::MsgType::kWelcome;
+  welcome.welcome.max_payload = 12345;
+  ASSERT_TRUE(join.OnMessage(welcome, &reply).ok());
+  EXPECT_TRUE(reply.empty());
+  EXPECT_TRUE(join.welcomed());
+  EXPECT_EQ(join.max_payload(), 12345u);
+}
+
+TEST(JoinHandshake, NamesTheServerAndTheFixOnEveryFailure) {
+  wire::Message challenge;
+  challenge.type = wire::MsgType::kChallenge;
+  std::vector<uint8_t> reply;
+  Status st = SampleJoin("").OnMessage(challenge, &reply);
+  EXPECT_EQ(st.code(), Code::kUnauthenticated);
+  EXPECT_EQ(st.message(), "server 10.0.0.1:8918 requires authentication; give it the secret");
+  wire::Message error;
+  error.type = wire::MsgType::kError;
+  error.error = {Code::kInvalidArgument, 0, "nranks disagrees"};
+  st = SampleJoin("").OnMessage(error, &reply);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "server 10.0.0.1:8918 refused rank 2: nranks disagrees");
+  wire::Message other;
+  other.type = wire::MsgType::kResult;
+  st = SampleJoin("").OnMessage(other, &reply);
+  EXPECT_EQ(st.code(), Code::kProtocol);
+  EXPECT_NE(st.message().find("server 10.0.0.1:8918"), std::string::npos) << st.message();
+}
+
+TEST(HelloProof, NoncesAreFresh) { EXPECT_NE(auth::NewNonce(), auth::NewNonce()); }
 
 class SecretFile : public testing::Test {
  protected:

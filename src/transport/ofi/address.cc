@@ -28,7 +28,7 @@ Status CheckAddressHead(const uint8_t* h, const std::string& who, size_t* plen, 
   return Status::Ok();
 }
 
-Status SendAddress(int fd, const std::string& provider, const std::vector<uint8_t>& address, Deadline d) {
+std::vector<uint8_t> EncodeAddress(const std::string& provider, const std::vector<uint8_t>& address) {
   std::vector<uint8_t> msg(8);
   const uint32_t magic = kAddressMagic;
   const uint16_t plen = static_cast<uint16_t>(provider.size());
@@ -40,6 +40,11 @@ Status SendAddress(int fd, const std::string& provider, const std::vector<uint8_
   msg[7] = static_cast<uint8_t>(alen >> 8);
   msg.insert(msg.end(), provider.begin(), provider.end());
   msg.insert(msg.end(), address.begin(), address.end());
+  return msg;
+}
+
+Status SendAddress(int fd, const std::string& provider, const std::vector<uint8_t>& address, Deadline d) {
+  const std::vector<uint8_t> msg = EncodeAddress(provider, address);
   return posix::SendAll(fd, msg.data(), msg.size(), d);
 }
 

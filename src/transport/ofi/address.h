@@ -29,6 +29,8 @@ inline constexpr auto kAddressTimeout = std::chrono::seconds(10);
 
 // Checks the 8 bytes that start an address message and reads the two lengths.
 Status CheckAddressHead(const uint8_t* h, const std::string& who, size_t* plen, size_t* alen);
+// An address message's bytes.
+std::vector<uint8_t> EncodeAddress(const std::string& provider, const std::vector<uint8_t>& address);
 // Sends an address message (blocking, until `d`).
 Status SendAddress(int fd, const std::string& provider, const std::vector<uint8_t>& address, Deadline d);
 // Reads the peer's provider and address; `who` names the peer in errors.

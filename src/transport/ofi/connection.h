@@ -33,6 +33,12 @@ class FabricConnection final : public Connection {
  public:
   static Status Create(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload, std::string peer,
                        std::unique_ptr<FabricConnection>* out);
+  // The connection of Dialer::StartDial: `connecting` is a socket whose connect to the
+  // FabricListener is under way (posix::StartConnect). The connect and the address exchange
+  // advance, without blocking, inside Flush and ReadAvailable; messages wait in the queue until the
+  // peer's address has arrived.
+  static Status StartDial(std::shared_ptr<Fabric> fabric, posix::Socket connecting, uint64_t max_payload,
+                          std::string peer, std::unique_ptr<FabricConnection>* out);
   ~FabricConnection() override;
 
   // This endpoint's fabric address (fi_getname), for the peer.
@@ -44,6 +50,7 @@ class FabricConnection final : public Connection {
   int fd() const override { return epfd_; }
   const std::string& peer() const override { return peer_; }
   bool WritesSignalReadable() const override { return true; }
+  bool Connected() const override { return !dialing_; }
   void Send(OutMessage msg) override;
   Status Flush() override;
   bool HasPendingWrites() const override { return !queued_.empty() || !posted_.empty(); }
@@ -96,6 +103,9 @@ class FabricConnection final : public Connection {
   // Makes fd() readable again when work is waiting that the wait descriptor will not announce.
   void Rearm();
   void BreakOff(const Status& why);
+  // StartDial's connect and address exchange, as far as they go without waiting.
+  Status AdvanceDial();
+  Status WatchControl(bool writable);
   // Releases the registrations of messages no operation can touch any more.
   void ReleasePosted(Posted& p);
   void ReleaseReceive();
@@ -116,6 +126,14 @@ class FabricConnection final : public Connection {
   Status broken_;
   bool peer_closed_ = false;
   bool send_blocked_ = false;  // the provider said "again" with sends queued
+
+  // StartDial: the control socket is connecting, or the addresses are being exchanged on it.
+  bool dialing_ = false;
+  bool dial_connected_ = false;
+  bool shut_after_dial_ = false;
+  std::vector<uint8_t> dial_out_;  // our address message
+  size_t dial_sent_ = 0;
+  std::vector<uint8_t> dial_in_;  // the server's, as it arrives
 
   // Header slots (registered once): sends copy a message's head here; receives land here.
   std::vector<uint8_t> send_slots_;

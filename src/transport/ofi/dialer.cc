@@ -62,18 +62,35 @@ Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline d
   return Status::Ok();
 }
 
+Status FabricDialer::FabricToward(const std::string& host, std::shared_ptr<Fabric>* out) {
+  const std::string local = LocalHostToward(host);
+  auto it = std::find_if(fabrics_.begin(), fabrics_.end(), [&](const auto& f) { return f.first == local; });
+  if (it != fabrics_.end()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  OPTCAST_RETURN_IF_ERROR(Fabric::Open(provider_.empty() ? RequestedProvider() : provider_, local, out));
+  fabrics_.emplace_back(local, *out);
+  return Status::Ok();
+}
+
 Status FabricDialer::Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload,
                           std::unique_ptr<Connection>* out) {
-  const std::string local = LocalHostToward(ep.host);
-  auto it = std::find_if(fabrics_.begin(), fabrics_.end(), [&](const auto& f) { return f.first == local; });
   std::shared_ptr<Fabric> fabric;
-  if (it != fabrics_.end()) {
-    fabric = it->second;
-  } else {
-    OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), local, &fabric));
-    fabrics_.emplace_back(local, fabric);
-  }
+  OPTCAST_RETURN_IF_ERROR(FabricToward(ep.host, &fabric));
   return DialFabric(std::move(fabric), ep, deadline, max_payload, out);
+}
+
+Status FabricDialer::StartDial(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+  std::shared_ptr<Fabric> fabric;
+  OPTCAST_RETURN_IF_ERROR(FabricToward(ep.host, &fabric));
+  posix::Socket s;
+  OPTCAST_RETURN_IF_ERROR(posix::StartConnect(ep, &s));
+  OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
+  std::unique_ptr<FabricConnection> c;
+  OPTCAST_RETURN_IF_ERROR(FabricConnection::StartDial(std::move(fabric), std::move(s), max_payload, ep.ToString(), &c));
+  *out = std::move(c);
+  return Status::Ok();
 }
 
 Status FabricDialer::Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) {

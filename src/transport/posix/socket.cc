@@ -162,6 +162,53 @@ Status Connect(const Endpoint& ep, Deadline deadline, Socket* out) {
                           " attempts: " + last_error + "; check that the server is running and the address is right");
 }
 
+Status StartConnect(const Endpoint& ep, Socket* out) {
+  addrinfo* res = nullptr;
+  OPTCAST_RETURN_IF_ERROR(Resolve(ep, false, &res));
+  std::string last_error = "no address";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+    if (!s.valid()) {
+      last_error = "socket(): " + ErrnoText(errno);
+      continue;
+    }
+    if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      freeaddrinfo(res);
+      *out = std::move(s);
+      return Status::Ok();
+    }
+    last_error = ErrnoText(errno);
+  }
+  freeaddrinfo(res);
+  return UnavailableError("connect to " + ep.ToString() + ": " + last_error);
+}
+
+Status CheckConnect(int fd, const std::string& peer, bool* connected) {
+  *connected = false;
+  pollfd pfd{fd, POLLOUT, 0};
+  const int pr = ::poll(&pfd, 1, 0);
+  if (pr < 0 && errno != EINTR) return UnavailableError("poll: " + ErrnoText(errno));
+  if (pr <= 0) return Status::Ok();
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
+  if (err != 0) return UnavailableError("connect to " + peer + ": " + ErrnoText(err));
+  // POLLHUP without an error: the peer accepted and closed at once; the first read tells.
+  *connected = true;
+  return Status::Ok();
+}
+
+Status ResolveNumeric(const Endpoint& ep, Endpoint* out) {
+  addrinfo* res = nullptr;
+  OPTCAST_RETURN_IF_ERROR(Resolve(ep, false, &res));
+  char host[NI_MAXHOST] = {};
+  const int rc = getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+  freeaddrinfo(res);
+  if (rc != 0) return UnavailableError("cannot resolve " + ep.ToString() + ": " + gai_strerror(rc));
+  *out = Endpoint{host, ep.port};
+  return Status::Ok();
+}
+
 Status Accept(const Socket& listener, Socket* out, std::string* peer) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

@@ -44,6 +44,18 @@ Status LocalPort(const Socket& s, uint16_t* port);
 // Connects, retrying refused/unreachable attempts until `deadline`; the error names the address.
 Status Connect(const Endpoint& ep, Deadline deadline, Socket* out);
 
+// Starts a non-blocking connect and returns at once: the socket becomes writable once the
+// connection is up, and a refused or unreachable peer shows up as SO_ERROR (or as the error of the
+// first send or receive). For event loops that must never wait. A host name is looked up here,
+// which can block: callers that must never wait pass a numeric address (see ResolveNumeric).
+Status StartConnect(const Endpoint& ep, Socket* out);
+// Finishes what StartConnect began, without waiting: *connected tells whether the connection is
+// up; an error names the address and the reason (refused, unreachable, ...).
+Status CheckConnect(int fd, const std::string& peer, bool* connected);
+// Looks `ep` up (this can block for seconds) and returns it with a numeric host, the first
+// address it resolves to, so that later connects need no lookup.
+Status ResolveNumeric(const Endpoint& ep, Endpoint* out);
+
 // Accepts one pending connection (listening socket may be non-blocking: returns Unavailable when
 // none is pending).
 Status Accept(const Socket& listener, Socket* out, std::string* peer = nullptr);

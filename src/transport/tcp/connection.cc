@@ -19,14 +19,28 @@ constexpr size_t kMaxIov = 64;
 
 }  // namespace
 
-StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer)
-    : socket_(std::move(socket)), max_payload_(max_payload), peer_(std::move(peer)), staging_(kStagingBytes) {}
+StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer, bool connecting)
+    : socket_(std::move(socket)),
+      max_payload_(max_payload),
+      peer_(std::move(peer)),
+      connecting_(connecting),
+      staging_(kStagingBytes) {}
 
 StreamConnection::~StreamConnection() = default;
 
 void StreamConnection::Send(OutMessage msg) { out_.push_back(std::move(msg)); }
 
+Status StreamConnection::CheckConnected() {
+  if (!connecting_) return Status::Ok();
+  bool up = false;
+  OPTCAST_RETURN_IF_ERROR(posix::CheckConnect(socket_.fd(), peer_, &up));
+  connecting_ = !up;
+  return Status::Ok();
+}
+
 Status StreamConnection::Flush() {
+  OPTCAST_RETURN_IF_ERROR(CheckConnected());
+  if (connecting_) return Status::Ok();  // the queue goes out once the socket is writable
   std::vector<std::function<void()>> done;
   Status result;
   while (!out_.empty()) {
@@ -177,6 +191,8 @@ bool StreamConnection::DiscardAvailable() {
 }
 
 Status StreamConnection::ReadAvailable(MessageHandler& handler, size_t budget) {
+  OPTCAST_RETURN_IF_ERROR(CheckConnected());
+  if (connecting_) return Status::Ok();
   size_t consumed = 0;
   for (;;) {
     bool progressed = false;

@@ -13,11 +13,14 @@ namespace optcast::transport::tcp {
 // A non-blocking, message-framed TCP connection. Not thread-safe: one thread drives it.
 class StreamConnection final : public Connection {
  public:
-  StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer);
+  // `connecting`: the socket's connect is still under way (posix::StartConnect); messages wait in
+  // the queue until it is up, and a failed connect is the error of the next Flush or ReadAvailable.
+  StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer, bool connecting = false);
   ~StreamConnection() override;
 
   int fd() const override { return socket_.fd(); }
   const std::string& peer() const override { return peer_; }
+  bool Connected() const override { return !connecting_; }
 
   // Queues a message; bytes go out on Flush().
   void Send(OutMessage msg) override;
@@ -46,10 +49,13 @@ class StreamConnection final : public Connection {
   enum class ReadState { kHeader, kMeta, kPayload };
 
   Status ParseFromStaging(MessageHandler& handler, bool* progressed);
+  // While connecting: whether the connect has finished (an error if it failed).
+  Status CheckConnected();
 
   posix::Socket socket_;
   uint64_t max_payload_;
   std::string peer_;
+  bool connecting_ = false;
 
   // Receive side: small reads go through a staging buffer so that several small messages cost
   // one syscall; large payloads are read straight into their destination.

@@ -21,6 +21,14 @@ Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, s
   return Status::Ok();
 }
 
+Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+  posix::Socket s;
+  OPTCAST_RETURN_IF_ERROR(posix::StartConnect(ep, &s));
+  OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
+  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString(), /*connecting=*/true);
+  return Status::Ok();
+}
+
 Status StreamDialer::Register(const void* /*data*/, size_t /*size*/, std::unique_ptr<MemoryRegistration>* out) {
   *out = std::make_unique<NoRegistration>();
   return Status::Ok();

@@ -14,11 +14,17 @@ namespace optcast::transport::tcp {
 // Connects and returns a non-blocking StreamConnection.
 Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
 
+// Starts a non-blocking connect and returns its StreamConnection at once (Dialer::StartDial).
+Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out);
+
 // The TCP Dialer: streams copy through the kernel, so there is nothing to register.
 class StreamDialer final : public Dialer {
  public:
   Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
     return DialStream(ep, deadline, max_payload, out);
+  }
+  Status StartDial(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
+    return StartDialStream(ep, max_payload, out);
   }
   Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) override;
   uint64_t registrations_made() const override { return 0; }
