@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "plugin_harness.h"
@@ -83,6 +84,22 @@ std::vector<int> WaitDone(ncclNet_v11_t* net, void* request, int n) {
   }));
   EXPECT_EQ(rc, ncclSuccess);
   return sizes;
+}
+
+// Tests a send and its receive until both are done, as NCCL's proxy does (it never waits on one
+// side alone): a message larger than the sockets' buffers completes only while the receiver
+// reads. Returns the sizes each side's test() reported.
+std::pair<int, int> WaitBothDone(ncclNet_v11_t* net, void* send_request, void* recv_request) {
+  int send_size = -1, recv_size = -1;
+  int send_done = 0, recv_done = 0;
+  ncclResult_t rc = ncclSuccess;
+  EXPECT_TRUE(PollUntil([&] {
+    if (!send_done) rc = net->test(send_request, &send_done, &send_size);
+    if (rc == ncclSuccess && !recv_done) rc = net->test(recv_request, &recv_done, &recv_size);
+    return rc != ncclSuccess || (send_done != 0 && recv_done != 0);
+  }));
+  EXPECT_EQ(rc, ncclSuccess);
+  return {send_size, recv_size};
 }
 
 void* IsendRetry(ncclNet_v11_t* net, void* comm, void* data, size_t size, int tag, void* mhandle) {
@@ -174,10 +191,9 @@ TEST(NcclNet, SendReceiveSizesIncludingZero) {
     ASSERT_EQ(net->irecv(p.recv, 1, &rdata, &rsize, &tag, &recv_mh, nullptr, &rreq), ncclSuccess);
     ASSERT_NE(rreq, nullptr);
     void* sreq = IsendRetry(net, p.send, const_cast<uint8_t*>(src.data()), size, tag, send_mh);
-    const auto ssizes = WaitDone(net, sreq, 1);
-    const auto rsizes = WaitDone(net, rreq, 1);
-    EXPECT_EQ(ssizes[0], static_cast<int>(size));
-    EXPECT_EQ(rsizes[0], static_cast<int>(size));
+    const auto [ssize, rsize_done] = WaitBothDone(net, sreq, rreq);
+    EXPECT_EQ(ssize, static_cast<int>(size));
+    EXPECT_EQ(rsize_done, static_cast<int>(size));
     EXPECT_TRUE(SameBytes(src.data(), dst.data(), size));
     EXPECT_EQ(dst[size], 0xee) << "wrote past the message";
     void* fl = reinterpret_cast<void*>(1);
