@@ -54,6 +54,8 @@ class Request {
   bool done = false;
   Status status;
   uint64_t trace_id = 0;             // nonzero: its request span is open in the trace
+  bool retained = false;             // a copy of a completed allreduce kept for a failover's re-run (no caller)
+  std::vector<uint8_t> copy;         // its result, when retained
   bool planned = false;              // striped over the servers (not while a failover is being agreed)
   std::vector<Piece> pieces;         // allreduce: every chunk, by offset
   std::vector<uint64_t> rerun_seqs;  // collectives that re-run its dead servers' shares
@@ -429,6 +431,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       active_.erase(req->seq);
       for (uint64_t rerun : req->rerun_seqs) active_.erase(rerun);
       TraceRequestEnd(req);
+      if (req->retained) {
+        delete req;
+      } else {
+        Retain(*req);
+      }
     }
   }
 
@@ -627,6 +634,42 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // lacks are re-run there, each rank sending its input or, for a chunk whose result it already
   // holds, that result. Every rank applies the same announcements in the same order.
 
+  // Another rank may still lack a result this rank already handed back, when a server dies with
+  // it in one rank's socket and not another's: the last few completed allreduces' results are
+  // kept (up to kRetainBytes each) so that a re-run can still get them from this rank.
+  static constexpr uint64_t kRetainBytes = 16u << 20;
+  static constexpr size_t kRetainCount = 4;
+  void Retain(const Request& req) {
+    if (!opts_.failover || req.pieces.empty() || !req.status.ok()) return;
+    const uint64_t bytes = req.desc.count * req.esize;
+    if (bytes > kRetainBytes || servers_.size() < 2) return;
+    auto r = std::make_unique<Request>();
+    r->seq = req.seq;
+    r->desc = req.desc;
+    r->esize = req.esize;
+    r->copy.assign(req.recv, req.recv + bytes);
+    r->pieces = req.pieces;
+    r->pending_link.assign(servers_.size(), 0);
+    r->planned = true;
+    r->retained = true;
+    retained_.push_back(std::move(r));
+    if (retained_.size() > kRetainCount) retained_.pop_front();
+  }
+
+  // A retained copy takes part in a re-run as a request of its own, sending the results it holds.
+  Request* Revive(uint64_t seq) {
+    for (auto it = retained_.begin(); it != retained_.end(); ++it) {
+      if ((*it)->seq != seq) continue;
+      Request* r = it->release();
+      retained_.erase(it);
+      r->send = r->copy.data();
+      r->recv = r->copy.data();
+      active_.emplace(r->seq, r);
+      return r;
+    }
+    return nullptr;
+  }
+
   // A server is gone: its share waits for the job to agree on a failover.
   void LoseServer(ServerLink& link, const Status& why) {
     if (link.failed) return;
@@ -679,7 +722,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     agreed_.clear();
     if (report_due_ && broken_.ok()) SendReports();
-    if (broken_.ok()) CheckHeartbeats();
+    // Over libfabric a server's heartbeats can go unseen for seconds at start (docs/reliability.md):
+    // there only a lost connection counts.
+    if (broken_.ok() && transport_ != transport::Kind::kOfi) CheckHeartbeats();
     // A dead server's connection goes now, with whatever it had posted into our buffers.
     for (auto& s : servers_) {
       if (s.failed && s.conn) s.conn.reset();
@@ -743,6 +788,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     for (uint64_t seq : a.recover) {
       auto it = active_.find(seq);
+      if (it == active_.end() && Revive(seq) != nullptr) it = active_.find(seq);
       if (it == active_.end() || !it->second->planned || it->second->pieces.empty()) {
         Break(Status(Code::kPeerFailed,
                      fmt::format("collective #{} had already completed on rank {} when server(s) {:#x} died, while "
@@ -920,6 +966,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   uint64_t notice_mask_ = 0;      // deaths other ranks saw, from the servers' notices
   std::vector<wire::FailoverAgreed> agreed_;
   bool report_due_ = false;
+  std::deque<std::unique_ptr<Request>> retained_;  // see Retain()
   Clock::time_point last_progress_ = Clock::now();
 };
 

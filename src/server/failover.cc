@@ -140,10 +140,15 @@ bool FailoverCoordinator::IsStale(const Job& job, const wire::CollDesc& d) {
 
 void FailoverCoordinator::SendHeartbeats(Clock::time_point now) {
   for (const auto& [id, job] : jobs_.all()) {
-    if (job->tree || job->colls.empty()) continue;
+    // To every rank, not only those with a collective open here: a rank may wait on this server
+    // before its first chunk has arrived (a slow transport, a busy host).
+    if (job->tree) continue;
     for (auto& [rank, p] : job->participants) {
       ConnState* cs = p.conn;
       if (cs == nullptr || cs->closing || cs->dead || now - cs->heartbeat_at < kHeartbeatInterval) continue;
+      // Something already waits to go out: the rank will hear from us, and an idle rank that
+      // does not read piles up nothing beyond its socket buffer.
+      if (cs->conn->HasPendingWrites()) continue;
       cs->heartbeat_at = now;
       loop_.Send(cs, transport::MakeOutMessage(heartbeat_, nullptr, 0));
     }

@@ -19,7 +19,7 @@
 
 namespace optcast::server {
 
-// How often a rank that waits on this server hears from it, at least.
+// How often every rank of a flat job hears from this server, at least.
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 
 class FailoverCoordinator {
