@@ -24,7 +24,10 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 
 class FailoverCoordinator {
  public:
-  FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs, Collectives& collectives);
+  // `heartbeats`: send them (not over libfabric, where unsolicited messages to an idle rank
+  // stalled collectives; ranks there do not check them).
+  FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs, Collectives& collectives,
+                      bool heartbeats);
 
   Status OnReport(ConnState* cs, const wire::FailoverReport& report);
   Status OnEpoch(ConnState* cs, const wire::EpochChange& change);
@@ -39,6 +42,7 @@ class FailoverCoordinator {
   ConnectionLoop& loop_;
   JobTable& jobs_;
   Collectives& collectives_;
+  const bool heartbeats_;
   const std::vector<uint8_t> heartbeat_ = wire::EncodeHeartbeat();
 };
 
