@@ -560,6 +560,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"mtu", o_.spec.mtu},
                   {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
                   {"queue_packets", o_.spec.queue_packets},
+                  {"host_queue", HostQueueName(o_.spec.host_queue)},
                   {"rate_Bps", bounds_.rate_Bps},
                   {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
   j["dtype"] = "float32";
