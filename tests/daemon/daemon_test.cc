@@ -71,9 +71,34 @@ TEST(Daemon, SigtermLetsTheCollectiveInFlightFinishThenExitsZero) {
   ASSERT_TRUE(srv.Wait(milliseconds(10000), &code)) << "still running after SIGTERM: " << srv.Output();
   EXPECT_EQ(code, 0) << srv.Output();
   EXPECT_NE(srv.Output().find("shutting down"), std::string::npos) << srv.Output();
+  // One signal was sent: nothing may claim a second.
+  EXPECT_EQ(srv.Output().find("second signal"), std::string::npos) << srv.Output();
   // The ranks learn that the server is gone rather than hang.
   Status next = c0->AllReduce(in0.data(), out0.data(), 8, DataType::kFloat32, RedOp::kSum);
   EXPECT_FALSE(next.ok());
+}
+
+TEST(Daemon, ASecondSignalStopsAServerThatIsStillDraining) {
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--shutdown-timeout-ms", "60000"}));
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> c0;
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, job, 2, 0, Config(), &c0));
+  std::vector<float> in(4096, 1.0f), out(4096);
+  // Rank 1 never comes: the drain would wait its full minute for this collective.
+  auto rank0 = std::async(std::launch::async, [&] {
+    return c0->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  srv.Signal(SIGTERM);
+  std::this_thread::sleep_for(milliseconds(300));
+  int code = -1;
+  EXPECT_FALSE(srv.Wait(milliseconds(200), &code)) << "exited before its drain ended: " << srv.Output();
+  EXPECT_EQ(srv.Output().find("second signal"), std::string::npos) << srv.Output();
+  srv.Signal(SIGINT);
+  ASSERT_TRUE(srv.Wait(milliseconds(10000), &code)) << "still running after a second signal: " << srv.Output();
+  EXPECT_NE(srv.Output().find("second signal (SIGINT): stopping now"), std::string::npos) << srv.Output();
+  EXPECT_FALSE(rank0.get().ok());
 }
 
 TEST(Daemon, WithoutASecretItRefusesToServeTheNetworkUnlessInsecure) {
