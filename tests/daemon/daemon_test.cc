@@ -101,6 +101,28 @@ TEST(Daemon, ASecondSignalStopsAServerThatIsStillDraining) {
   EXPECT_FALSE(rank0.get().ok());
 }
 
+TEST(Daemon, AClientTimeoutNamesAFrozenServer) {
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--timeout-ms", "60000"}));
+  CommConfig config = Config();
+  config.timeout = milliseconds(1500);
+  std::unique_ptr<Communicator> comm;
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, JobId::Random(), 1, 0, config, &comm));
+  srv.Signal(SIGSTOP);  // answers nothing from here on, the question included
+  std::vector<float> in(4096, 1.0f), out(4096);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  srv.Signal(SIGCONT);
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+  EXPECT_NE(st.message().find("server " + srv.address() +
+                              " did not say which ranks it waits for within 1500 ms; that server may be stuck"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_GE(secs, 2.9);  // the timeout, then the wait for an answer
+  EXPECT_LT(secs, 10.0);
+}
+
 TEST(Daemon, WithoutASecretItRefusesToServeTheNetworkUnlessInsecure) {
   {
     ServerProcess srv;
