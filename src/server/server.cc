@@ -278,6 +278,8 @@ void Server::Impl::Sweep() {
   // A parent that never welcomes this server's hello fails the job below it.
   tree_.ExpireUnwelcomed(now);
   jobs_.FailStalled(now);
+  // The last events of a burst reach the file even if no other event follows.
+  observe::MaybeFlushTrace();
 }
 
 void Server::Impl::MaybeGiveBackMemory(Clock::time_point now) {
