@@ -52,6 +52,13 @@ TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason)
       {"listen: [a, b]\n", ":1: 'listen' takes one value, not a list"},
       {"config: other.yaml\n", ":1: unknown key 'config'"},
       {"transport: udp\n", ":1: bad value for 'transport'"},
+      // One flag under both spellings, and a flag's value that is not a boolean.
+      {"max_chunk: 4M\ntimeout-ms: 100\nmax-chunk: 8M\n",
+       ":3: 'max-chunk' sets --max-chunk, which 'max_chunk' on line 1 sets already; keep one"},
+      {"timeout_ms: 100\ntimeout_ms: 200\n", ":2: 'timeout_ms' is set twice (first on line 1); keep one"},
+      {"insecure: maybe\n",
+       ":1: bad value for 'insecure': 'maybe' is not true or false; write `insecure: true` or "
+       "`insecure: false`"},
       {"transport: ofi\nofi_provider: nosuch\n",
        ":2: bad value for 'ofi_provider': 'nosuch' is not a libfabric provider on this machine; available: "},
       // Without libfabric built in, no provider is on offer: the first part is refused already.
