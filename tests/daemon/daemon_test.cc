@@ -105,7 +105,7 @@ TEST(Daemon, AClientTimeoutNamesAFrozenServer) {
   ServerProcess srv;
   E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--timeout-ms", "60000"}));
   CommConfig config = Config();
-  config.timeout = milliseconds(1500);
+  config.timeout = milliseconds(3000);  // the hello waits as long: leave room on a loaded machine
   std::unique_ptr<Communicator> comm;
   E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, JobId::Random(), 1, 0, config, &comm));
   srv.Signal(SIGSTOP);  // answers nothing from here on, the question included
@@ -116,11 +116,11 @@ TEST(Daemon, AClientTimeoutNamesAFrozenServer) {
   srv.Signal(SIGCONT);
   EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
   EXPECT_NE(st.message().find("server " + srv.address() +
-                              " did not say which ranks it waits for within 1500 ms; that server may be stuck"),
+                              " did not say which ranks it waits for within 2000 ms; that server may be stuck"),
             std::string::npos)
       << st.ToString();
-  EXPECT_GE(secs, 2.9);  // the timeout, then the wait for an answer
-  EXPECT_LT(secs, 10.0);
+  EXPECT_GE(secs, 4.9);  // the timeout, then the wait for an answer (2 s at most)
+  EXPECT_LT(secs, 20.0);
 }
 
 TEST(Daemon, WithoutASecretItRefusesToServeTheNetworkUnlessInsecure) {

@@ -610,7 +610,8 @@ TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
   const JobId job = JobId::Random();
   constexpr int kRanks = 3;
   CommConfig config = FaultConfig();
-  config.timeout = milliseconds(1500);
+  // Short, but long enough for the hellos (which wait as long) on a loaded machine under TSan.
+  config.timeout = milliseconds(3000);
   std::vector<std::unique_ptr<Communicator>> comms(kRanks);
   for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(servers, job, kRanks, r, config, &comms[r]));
   constexpr size_t kCount = size_t{1} << 16;  // 256 KiB of float32: striped over both servers
@@ -630,13 +631,13 @@ TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
       EXPECT_NE(st.message().find("server " + address + " is still waiting for rank(s) 1;"), std::string::npos)
           << st.ToString();
     }
-    EXPECT_NE(st.message().find("made no progress for 1500 ms"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("made no progress for 3000 ms"), std::string::npos) << st.ToString();
     EXPECT_NE(st.message().find("a rank may be stuck or dead"), std::string::npos) << st.ToString();
     EXPECT_NE(st.message().find("OPTCAST_TIMEOUT_MS"), std::string::npos) << st.ToString();
   }
-  // The timeout, then the servers' answers (at most 1.5 s more); far from their own 60 s.
-  EXPECT_GE(secs, 1.4);
-  EXPECT_LT(secs, 10.0);
+  // The timeout, then the servers' answers (at most 2 s more); far from their own 60 s.
+  EXPECT_GE(secs, 2.9);
+  EXPECT_LT(secs, 20.0);
   comms.clear();
   EXPECT_EQ(farm.WaitIdle(), "");
 }
