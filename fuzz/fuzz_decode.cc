@@ -45,6 +45,8 @@ std::vector<uint8_t> Encode(const wire::Message& m) {
     case wire::MsgType::kProof: return wire::EncodeProof(m.proof);
     case wire::MsgType::kGrow: return wire::EncodeGrow(m.grow);
     case wire::MsgType::kSealed: return wire::EncodeSealed(m.sealed_nranks);
+    case wire::MsgType::kStallQuery: return wire::EncodeStallQuery(m.stall_query_seq);
+    case wire::MsgType::kStallReport: return wire::EncodeStallReport(m.stall_report);
   }
   FUZZ_CHECK(false, "Decode accepted unknown type %u", static_cast<unsigned>(m.type));
   return {};
@@ -72,6 +74,10 @@ bool Same(const wire::Message& a, const wire::Message& b) {
     case wire::MsgType::kProof: return a.proof == b.proof;
     case wire::MsgType::kGrow: return a.grow.weight == b.grow.weight && a.grow.min_rank == b.grow.min_rank;
     case wire::MsgType::kSealed: return a.sealed_nranks == b.sealed_nranks;
+    case wire::MsgType::kStallQuery: return a.stall_query_seq == b.stall_query_seq;
+    case wire::MsgType::kStallReport:
+      return a.stall_report.coll_seq == b.stall_report.coll_seq &&
+             a.stall_report.waiting_for == b.stall_report.waiting_for;
   }
   return false;
 }

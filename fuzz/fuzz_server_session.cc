@@ -319,7 +319,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!malformed, "the server sent a malformed frame");
     for (const auto& m : msgs) {
       FUZZ_CHECK(m.type == wire::MsgType::kWelcome || m.type == wire::MsgType::kError ||
-                     m.type == wire::MsgType::kResult || m.type == wire::MsgType::kAck,
+                     m.type == wire::MsgType::kResult || m.type == wire::MsgType::kAck ||
+                     m.type == wire::MsgType::kStallReport,
                  "the server sent a client-to-server message type %u", static_cast<unsigned>(m.type));
     }
     // Replies are not guaranteed: the server treats end-of-stream as the rank leaving and drops

@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
   Write(dec, "bye", wire::EncodeBye());
   Write(dec, "challenge", wire::EncodeChallenge(wire::Nonce{1, 2, 3}));
   Write(dec, "proof", wire::EncodeProof(wire::Mac{4, 5, 6}));
+  Write(dec, "stall_query", wire::EncodeStallQuery(7));
+  Write(dec, "stall_report", wire::EncodeStallReport(wire::StallReport{7, "1,3"}));
   Write(dec, "hello_wrong_version", WithVersion(hello, 2));
   Write(dec, "chunk_truncated", Truncate(chunk, 5));
 
@@ -206,6 +208,10 @@ int main(int argc, char** argv) {
   session("allreduce_all2", 0x32, Cat({ChunkFrame(ar), ChunkFrame(ar2)}));
   session("prod_int32_all3", 0x33, ChunkFrame(prod));
   session("reducescatter_all3", 0x33, ChunkFrame(rs));
+  session("stall_query_2ranks", 0x16, Cat({ChunkFrame(ar), Frame(wire::EncodeStallQuery(ar.desc.coll_seq))}));
+  session("stall_query_other_seq", 0x11, Frame(wire::EncodeStallQuery(99)));
+  session("stall_query_before_hello", 0, Frame(wire::EncodeStallQuery(1)));
+  session("stall_report_from_client", 1, Frame(wire::EncodeStallReport(wire::StallReport{1, "0"})));
   session("error_from_client", 0, Frame(error));
   session("hello_wrong_version", 0, Frame(WithVersion(hello, 3)));
   session("chunk_truncated", 1, Truncate(ChunkFrame(ar), 6));

@@ -15,6 +15,7 @@
 #include "client/handshake.h"
 #include "client/plan.h"
 #include "client/send_window.h"
+#include "client/stall_query.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "observe/trace.h"
@@ -201,6 +202,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     auto* link = static_cast<ServerLink*>(c.user_data);
     wire::Message msg;
     OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    if (msg.type == wire::MsgType::kStallReport && payload_len == 0) {  // an answer, not progress
+      stall_.OnReport(link->index, msg.stall_report.coll_seq, std::move(msg.stall_report.waiting_for));
+      return Status::Ok();
+    }
     last_progress_ = Clock::now();
     if (msg.type == wire::MsgType::kError) {
       return Status(msg.error.code, "server " + link->address + ": " + msg.error.text);
@@ -421,17 +426,36 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       FillWindows();
       FlushAll();
     }
-    if (!active_.empty() && Clock::now() - last_progress_ > opts_.timeout) {
-      const Request* oldest = active_.begin()->second;
-      for (auto& [seq, r] : active_) {
-        if (seq < oldest->seq) oldest = r;
-      }
-      Break(
-          TimeoutError(fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; a rank or a server "
-                                   "may be stuck or dead (set OPTCAST_TIMEOUT_MS to wait longer)",
-                                   oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count,
-                                   DataTypeName(oldest->desc.dtype), opts_.timeout.count())));
+    if (active_.empty() || Clock::now() - last_progress_ <= opts_.timeout) {
+      stall_.Reset();  // progress resumed: a later timeout asks afresh
+      return;
     }
+    const Request* oldest = active_.begin()->second;
+    for (auto& [seq, r] : active_) {
+      if (seq < oldest->seq) oldest = r;
+    }
+    if (!stall_.asked() || stall_.coll_seq() != oldest->seq) AskWhatStalls(*oldest);
+    if (!stall_.Done(Clock::now())) return;
+    Break(TimeoutError(
+        fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; {} (set "
+                    "OPTCAST_TIMEOUT_MS to wait longer)",
+                    oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count, DataTypeName(oldest->desc.dtype),
+                    opts_.timeout.count(), stall_.Describe(std::min(opts_.timeout, kStallAnswerWait)))));
+    stall_.Reset();
+  }
+
+  // The client's timeout fired: asks every live server that owes `req` a reply which ranks it is
+  // waiting for (stall_query.h); Progress reads the answers like any other message.
+  void AskWhatStalls(const Request& req) {
+    std::vector<StallQuery::Server> asked;
+    const auto query = wire::EncodeStallQuery(req.seq);
+    for (auto& s : servers_) {
+      if (s.failed || req.pending_link[s.index] == 0) continue;
+      s.conn->Send(transport::MakeOutMessage(query, nullptr, 0));
+      asked.push_back({s.index, s.address});
+    }
+    stall_.Begin(req.seq, std::move(asked), Clock::now() + std::min(opts_.timeout, kStallAnswerWait));
+    FlushAll();
   }
 
   void FlushAll() {
@@ -564,6 +588,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   uint64_t next_seq_ = 1;
   Status broken_;
   Clock::time_point last_progress_ = Clock::now();
+  StallQuery stall_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -295,19 +296,21 @@ std::function<int()> AddServerCommand(CLI::App& app) {
     }
     std::fflush(stdout);
 
-    // First signal: graceful shutdown. Second: stop at once.
-    std::thread signals([&srv, sigs, grace = flags->shutdown_timeout_ms] {
+    // First signal: graceful shutdown. Second: stop at once. The main thread wakes this one with
+    // a SIGTERM of its own once the server has stopped; `exiting` tells that wake-up apart from
+    // an operator's signal, so that only a real second signal is reported as one.
+    std::atomic<bool> exiting{false};
+    std::thread signals([&srv, &exiting, sigs, grace = flags->shutdown_timeout_ms] {
       int sig = 0;
-      if (sigwait(&sigs, &sig) != 0) return;
-      if (sig == 0) return;  // woken to exit
+      if (sigwait(&sigs, &sig) != 0 || exiting.load()) return;
       Log().info("{}: shutting down gracefully (up to {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT", grace);
       srv.Drain(std::chrono::milliseconds(grace));
-      if (sigwait(&sigs, &sig) != 0 || sig == 0) return;
-      Log().warn("second signal: stopping now");
+      if (sigwait(&sigs, &sig) != 0 || exiting.load()) return;
+      Log().warn("second signal ({}): stopping now", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       srv.Stop();
     });
     Status st = srv.Run();
-    // Wake the signal thread if it is still waiting, then let it go.
+    exiting.store(true);
     pthread_kill(signals.native_handle(), SIGTERM);
     signals.join();
     observe::StopTrace();

@@ -16,6 +16,8 @@
 //   Proof    (c->s): mac[32]    HMAC-SHA256(secret, nonce and the hello), see auth/proof.h
 //   Grow     (s->s): weight u32 min_rank u32  a downstream server now carries `weight` ranks
 //   Sealed   (s->s): nranks u32  every rank of the job has joined the tree (see docs/tree.md)
+//   StallQuery (c->s): coll_seq u64  which ranks is this collective waiting for? (a client's timeout)
+//   StallReport(s->c): coll_seq u64 text_len u32 text[text_len]  the server's answer, for the error
 //   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 pad u8 count u64 server_elems u64
 
 #include <array>
@@ -44,6 +46,8 @@ enum class MsgType : uint16_t {
   kProof = 9,
   kGrow = 10,
   kSealed = 11,
+  kStallQuery = 12,
+  kStallReport = 13,
 };
 
 // Hello flags. A downstream reduction server joins its parent's job as one member: its `rank` is
@@ -106,6 +110,13 @@ struct Grow {
   uint32_t min_rank = 0;  // the lowest of them: orders the server among its siblings
 };
 
+// A client whose collective made no progress for its timeout asks each server it waits on what
+// that server waits for, so that its error can name the ranks (the server's own timeout does).
+struct StallReport {
+  uint64_t coll_seq = 0;
+  std::string waiting_for;  // the ranks, "1,3", or a sentence saying why none are named
+};
+
 // A decoded meta block.
 struct Message {
   MsgType type = MsgType::kHello;
@@ -118,6 +129,8 @@ struct Message {
   Mac proof{};
   Grow grow;
   uint32_t sealed_nranks = 0;
+  uint64_t stall_query_seq = 0;
+  StallReport stall_report;
 };
 
 std::vector<uint8_t> EncodeHello(const Hello& m);
@@ -131,6 +144,8 @@ std::vector<uint8_t> EncodeChallenge(const Nonce& nonce);
 std::vector<uint8_t> EncodeProof(const Mac& mac);
 std::vector<uint8_t> EncodeGrow(const Grow& m);
 std::vector<uint8_t> EncodeSealed(uint32_t nranks);
+std::vector<uint8_t> EncodeStallQuery(uint64_t coll_seq);
+std::vector<uint8_t> EncodeStallReport(const StallReport& m);
 
 // The per-chunk messages have fixed sizes; these write them into the caller's buffer so the data
 // path allocates nothing. `type` of EncodeDoneTo is kResult or kAck.

@@ -215,6 +215,29 @@ TEST(WireRoundTrip, GrowAndSealed) {
   EXPECT_EQ(DecodeBytes(sealed, &out).code(), Code::kProtocol);
 }
 
+TEST(WireRoundTrip, StallQueryAndReport) {
+  Message out;
+  const auto query = EncodeStallQuery(0x0102030405060708ull);
+  EXPECT_EQ(query.size(), kPrefixBytes + 8);
+  ASSERT_TRUE(DecodeBytes(query, &out).ok());
+  EXPECT_EQ(out.type, MsgType::kStallQuery);
+  EXPECT_EQ(out.stall_query_seq, 0x0102030405060708ull);
+  ASSERT_TRUE(DecodeBytes(EncodeStallReport(StallReport{77, "1,3"}), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kStallReport);
+  EXPECT_EQ(out.stall_report.coll_seq, 77u);
+  EXPECT_EQ(out.stall_report.waiting_for, "1,3");
+  // A long answer is cut to the error-text limit, as errors are.
+  ASSERT_TRUE(DecodeBytes(EncodeStallReport(StallReport{1, std::string(kMaxErrorText + 10, 'x')}), &out).ok());
+  EXPECT_EQ(out.stall_report.waiting_for.size(), kMaxErrorText);
+  // Exact lengths: a query with a trailing byte, a report whose text is shorter than it says.
+  auto longer = query;
+  longer.push_back(0);
+  EXPECT_EQ(DecodeBytes(longer, &out).code(), Code::kProtocol);
+  auto report = EncodeStallReport(StallReport{1, "2"});
+  report.pop_back();
+  EXPECT_EQ(DecodeBytes(report, &out).code(), Code::kProtocol);
+}
+
 TEST(WireRoundTrip, LittleEndianLayout) {
   // The chunk layout is fixed: check a few fields at their documented byte positions.
   const auto b = EncodeChunk(SampleChunk());
@@ -246,7 +269,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{12}, uint16_t{13}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{14}, uint16_t{15}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;
