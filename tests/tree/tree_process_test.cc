@@ -280,6 +280,27 @@ TEST(TreeProcess, BadTreeFlagsAreRefused) {
   std::remove(path);
 }
 
+// A root whose topology file puts another root in its rack starts, and names both and the fix.
+TEST(TreeProcess, ARootWarnsOfRootsSharingItsRack) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const uint16_t port = FreePort();
+  std::ofstream(path) << "servers:\n  - {name: root-0, address: '127.0.0.1:" << port
+                      << "', rack: a}\n  - {name: root-1, address: '127.0.0.1:9', rack: a}\n"
+                         "  - {name: leaf-a, address: '127.0.0.1:9', rack: a, parent: root-0}\n"
+                         "  - {name: leaf-b, address: '127.0.0.1:9', rack: b, parent: root-1}\n";
+  daemon::ServerProcess p;
+  const Status st = p.Start({"--topology", path, "--name", "root-0"});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::string out = p.Output();
+  EXPECT_NE(out.find("roots root-0, root-1 all sit in rack 'a'"), std::string::npos) << out;
+  EXPECT_NE(out.find("rack: spine"), std::string::npos) << out;
+  std::remove(path);
+}
+
 TEST(TreeProcess, InnerServerSigkilledMidCollective) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
   const std::string timeout_ms = "8000";
