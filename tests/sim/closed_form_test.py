@@ -117,9 +117,8 @@ class Tree(unittest.TestCase):
         # uplink takes every rack's partials, 8 S in through 2 B. Spread (root q in rack q) or on the
         # spine: a rack's uplink carries 7/8 S of partials and results each way, and the leaves'
         # (8 + 1)/8 S is the bound again.
-        self.check(64, 8, 8, 8, 4.0, oversub=4, placement="rack")
-        self.check(64, 8, 8, 8, 9 / 8, oversub=4, placement="spread")
-        self.check(64, 8, 8, 8, 9 / 8, oversub=4, placement="spine")
+        for placement, factor in (("rack", 4.0), ("spread", 9 / 8), ("spine", 9 / 8)):
+            self.check(64, 8, 8, 8, factor, size=16 * MIB, oversub=4, placement=placement)
 
 
 class Fold(unittest.TestCase):
