@@ -15,6 +15,7 @@
 #include "auth/secret.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "config/root_placement.h"
 #include "config/topology.h"
 #include "daemon/config_flags.h"
 #include "observe/metrics_http.h"
@@ -149,6 +150,10 @@ Status TreeOptions(const Flags& f, server::ServerOptions* opts) {
   Log().info("topology {}: server '{}' at depth {}, parent {}, {} child server(s)", f.topology, me->name,
              topo.Depth(me->name), me->parent.empty() ? "(none: the root)" : me->parent,
              topo.Children(me->name).size());
+  // Roots sharing a rack work, but their rack's uplink carries every rack's partials for each.
+  if (opts->tree_root) {
+    for (const std::string& w : config::RootPlacementWarnings(topo)) Log().warn("{}", w);
+  }
   return Status::Ok();
 }
 
