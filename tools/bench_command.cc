@@ -76,8 +76,10 @@ int RunBench(BenchOptions opts) {
       return 2;
     }
     if (IsBitwise(opts.op)) {
-      std::fprintf(stderr, "optcast bench: NCCL has no bitwise reductions, so it never hands %s to a CollNet plugin; "
-                   "use --algo server,ring for -o %s\n", RedOpName(opts.op), RedOpName(opts.op));
+      std::fprintf(stderr,
+                   "optcast bench: NCCL has no bitwise reductions, so it never hands %s to a CollNet plugin; "
+                   "use --algo server,ring for -o %s\n",
+                   RedOpName(opts.op), RedOpName(opts.op));
       return 2;
     }
     if (opts.channels < 1 || opts.plugin_chunk_bytes == 0) {
