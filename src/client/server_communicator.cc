@@ -285,6 +285,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (!broken_.ok()) return broken_;
     if (!IsValidDataType(static_cast<uint8_t>(dtype))) return InvalidArgument("unknown data type");
     if (!IsValidRedOp(static_cast<uint8_t>(op))) return InvalidArgument("unknown reduction op");
+    if (coll != CollType::kAllGather && !IsRedOpDefinedFor(op, dtype)) {
+      return InvalidArgument(UndefinedRedOpMessage(op, dtype));
+    }
     if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
       return InvalidArgument(fmt::format("{} of {} elements with a null buffer", CollTypeName(coll), count));
     }

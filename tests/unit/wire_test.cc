@@ -344,7 +344,7 @@ TEST(WireDecode, RejectsUnknownEnumsInChunk) {
   const Case cases[] = {
       {kChunkCollOffset, {3, 4, 0x7f, 0xff}, "collective"},
       {kChunkDtypeOffset, {static_cast<uint8_t>(kNumDataTypes), 11, 0x80, 0xff}, "data type"},
-      {kChunkOpOffset, {static_cast<uint8_t>(kNumRedOps), 6, 0xff}, "reduction op"},
+      {kChunkOpOffset, {static_cast<uint8_t>(kNumRedOps), 9, 0xff}, "reduction op"},
   };
   for (const auto& c : cases) {
     for (uint8_t v : c.bad) {
@@ -368,7 +368,7 @@ TEST(WireDecode, AcceptsEveryValidEnumValueAtTheBoundary) {
   Message out;
   ASSERT_TRUE(DecodeBytes(bytes, &out).ok());
   EXPECT_EQ(out.chunk.desc.dtype, DataType::kUInt64);
-  EXPECT_EQ(out.chunk.desc.op, RedOp::kAvg);
+  EXPECT_EQ(out.chunk.desc.op, RedOp::kBxor);
 }
 
 TEST(WireDecode, RejectsZeroCountChunk) {
