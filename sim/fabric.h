@@ -4,8 +4,9 @@
 // The simulated network: a two-level fat tree (leaf switches joined by a non-blocking spine) built
 // as SimGrid star zones. Each host has one full-duplex link to its leaf switch; each leaf switch
 // one full-duplex uplink of rack_size * link / oversub. Workers fill racks of rack_size; flat
-// servers and tree roots fill racks of their own; tree leaf servers sit in their workers' rack. Traffic between two
-// hosts of one rack stays below the leaf switch; traffic between racks crosses both racks' uplinks.
+// servers fill racks of their own; tree leaf servers sit in their workers' rack, tree roots where
+// SimConfig::root_placement puts them. Traffic between two hosts of one rack stays below the leaf
+// switch; traffic between racks crosses both racks' uplinks.
 
 #include <simgrid/s4u.hpp>
 #include <vector>
@@ -19,7 +20,7 @@ struct Fabric {
   std::vector<int> worker_rack;              // rack of each worker
   int worker_racks = 0;
   std::vector<std::vector<simgrid::s4u::Host*>> leaf_servers;  // tree: per worker rack
-  std::vector<simgrid::s4u::Host*> servers;                    // flat servers, or tree roots; own racks
+  std::vector<simgrid::s4u::Host*> servers;                    // flat servers, or tree roots
   double uplink_bps = 0;                                       // per leaf switch, each way
   simgrid::s4u::Host* timer = nullptr;                         // executions on it are pure delays
 };

@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
   app.add_option("--workers,-n", c.workers, "workers (ranks)");
   app.add_option("--servers,-m", c.servers, "flat: servers; tree: leaf servers per worker rack");
   app.add_option("--roots", c.roots, "tree: root servers");
+  std::string root_placement = "spread";
+  app.add_option("--root-placement", root_placement,
+                 "tree: where roots sit: spread (root q in worker rack q mod racks), rack (all in racks of "
+                 "their own) or spine (each on its own spine port)")
+      ->capture_default_str();
   app.add_option("--bytes,-s", size, "AllReduce size, e.g. 64M");
   app.add_option("--link-mbit", link_mbit, "host link rate, Mbit/s each way");
   app.add_option("--payload-share", payload_share,
@@ -69,8 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "chunk size (0: the client's default)");
   app.add_option("--window", c.window, "chunks in flight per server link (0: the client's default)");
   app.add_option("--host-flows", c.host_flows, "most messages a host has on the wire at once");
-  app.add_flag("--partials-first", c.partials_first,
-               "tree: leaf servers send partials to the root ahead of queued results for workers");
+  app.add_flag("--partials-first,!--partials-in-order", c.partials_first,
+               "tree: leaf servers send partials to the root ahead of queued results for workers, as the "
+               "server's own upstream connection does (the default); --partials-in-order: one queue, oldest first");
   app.add_option("--simulated-racks", c.simulated_racks,
                  "flat servers and trees: simulate only this many worker racks and fold the others onto them "
                  "(0: all; docs/scale.md, \"The fold\")");
@@ -84,6 +90,7 @@ int main(int argc, char** argv) {
   c.server_delay_s = server_delay_us * 1e-6;
 
   optcast::Status st = optcast::sim::ParseAlgo(algo, &c.algo);
+  if (st.ok()) st = optcast::sim::ParseRootPlacement(root_placement, &c.root_placement);
   if (st.ok() && !ParseSize(size, &c.bytes))
     st = optcast::InvalidArgument("--bytes '" + size + "': use e.g. 1M, 64MiB, 65536");
   if (st.ok() && !ParseSize(chunk, &c.chunk_bytes))
@@ -134,6 +141,8 @@ int main(int argc, char** argv) {
       {"workers", c.workers},
       {"servers", c.algo == Algo::kRing ? 0 : c.servers},
       {"roots", c.algo == Algo::kTree ? c.roots : 0},
+      {"root_placement", c.algo == Algo::kTree ? optcast::sim::RootPlacementName(c.root_placement) : ""},
+      {"partials_first", c.algo == Algo::kTree && c.partials_first},
       {"simulated_racks", c.Folded() ? c.simulated_racks : c.WorkerRacks()},
       {"stripes", run.stripes},
       {"chunk_bytes", run.chunk_bytes},

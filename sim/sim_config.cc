@@ -26,6 +26,27 @@ Status ParseAlgo(const std::string& s, Algo* out) {
   return Status::Ok();
 }
 
+const char* RootPlacementName(RootPlacement p) {
+  switch (p) {
+    case RootPlacement::kSpread: return "spread";
+    case RootPlacement::kRack: return "rack";
+    case RootPlacement::kSpine: return "spine";
+  }
+  return "?";
+}
+
+Status ParseRootPlacement(const std::string& s, RootPlacement* out) {
+  if (s == "spread")
+    *out = RootPlacement::kSpread;
+  else if (s == "rack")
+    *out = RootPlacement::kRack;
+  else if (s == "spine")
+    *out = RootPlacement::kSpine;
+  else
+    return InvalidArgument("--root-placement '" + s + "': use spread, rack or spine");
+  return Status::Ok();
+}
+
 Status SimConfig::Validate() const {
   if (workers < 2) return InvalidArgument(fmt::format("--workers {}: need at least 2", workers));
   if (algo != Algo::kRing && servers < 1) return InvalidArgument("--servers must be at least 1");

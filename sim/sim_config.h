@@ -14,6 +14,15 @@ enum class Algo { kRing, kServers, kTree };
 const char* AlgoName(Algo a);
 Status ParseAlgo(const std::string& s, Algo* out);
 
+// Where a tree's roots sit (docs/scale.md, "Root placement").
+//   spread: root q takes an extra port in worker rack q mod racks, so each rack's uplink carries
+//           the partials of its own roots' stripes only (the default, as `optcast topology` does);
+//   rack:   all roots fill racks of their own, whose uplinks carry every rack's partials;
+//   spine:  each root hangs off the spine by its own port, behind no rack uplink.
+enum class RootPlacement { kSpread, kRack, kSpine };
+const char* RootPlacementName(RootPlacement p);
+Status ParseRootPlacement(const std::string& s, RootPlacement* out);
+
 struct SimConfig {
   // Fabric: racks of `rack_size` host ports behind a leaf switch, leaf switches joined by a
   // non-blocking spine through an uplink of rack_size * link_bps / oversub each way.
@@ -30,15 +39,17 @@ struct SimConfig {
 
   Algo algo = Algo::kRing;
   int workers = 8;
-  int servers = 8;               // flat: servers; tree: leaf servers per worker rack
-  int roots = 1;                 // tree: root servers on the spine side
+  int servers = 8;  // flat: servers; tree: leaf servers per worker rack
+  int roots = 1;    // tree: root servers
+  RootPlacement root_placement = RootPlacement::kSpread;
   uint64_t bytes = 64ull << 20;  // AllReduce size (float32)
   uint64_t chunk_bytes = 0;      // 0: the client's own choice (client/plan.h)
   int window = 0;                // chunks per server link; 0: the client's byte-bounded window
   int host_flows = 16;           // most messages a host has on the wire at once (see node.h)
   // Tree: a leaf server sends its partial to the root ahead of the results it has queued for its
-  // workers (off: oldest first, as one sender thread per connection would).
-  bool partials_first = false;
+  // workers, as src/server does (the partial has a connection of its own to the parent, so it never
+  // waits behind results; on the wire it shares the port with them). Off: one queue, oldest first.
+  bool partials_first = true;
   // Symmetry fold (docs/scale.md, "The fold"): simulate only this many worker racks (0: all). The
   // racks of a flat-server or tree job are alike, so the others are folded onto these: every
   // server all racks share (flat servers, tree roots) keeps the simulated racks' share of its

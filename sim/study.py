@@ -24,6 +24,7 @@ MIB = 1 << 20
 # workers, servers that reduce 40 GB/s of input (a few cores of Highway kernels).
 FABRIC = ["--link-mbit", "100000", "--latency-us", "5", "--rack-size", "32", "--reduce-gbs", "40"]
 RACK = 32
+LABELS = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
 
 
 # Runs that cost far more than the rest (docs/scale.md, "Cost"). Flat servers with M = n/4 from
@@ -41,7 +42,7 @@ def how_to_run(label, n, size):
     if size < 64 * MIB or label == "ring":
         return "whole"
     if label.startswith("tree"):
-        return "fold" if n >= 1024 or (n >= 256 and label == "tree M=n") else "whole"
+        return "fold" if n >= 1024 or (n >= 256 and label.startswith("tree M=n") and "/4" not in label) else "whole"
     if label == "servers M=n/4" and n >= 256:
         return "fold"
     return "skip" if n >= 1024 else "whole"
@@ -82,6 +83,18 @@ def configs(ns, sizes, oversubs):
     return out
 
 
+PLACEMENTS = ("spread", "rack", "spine")
+
+
+def placement_configs(n, sizes, oversubs):
+    """The tree with a leaf per worker at n workers, its roots in each place (docs/scale.md, "Root
+    placement"): spread over the worker racks (the default), all in one rack, on the spine."""
+    racks = max(1, n // RACK)
+    return [(f"tree M=n roots {p}", n, size, o,
+             ["--algo", "tree", "-m", str(min(RACK, n)), "--roots", str(racks), "--root-placement", p])
+            for p in PLACEMENTS for size in sizes for o in oversubs]
+
+
 def sweep(n, size):
     """Flat servers at n workers, M from n/4 to 5n/4: how many servers reach 90% of the link."""
     return [("servers sweep", n, size, 1, ["--algo", "servers", "-m", str(m)])
@@ -105,10 +118,10 @@ def run_one(sim, cfg, timeout):
 
 
 def plot(results, out_dir, size, oversub):
-    rows = [r for r in results if r["bytes"] == size and r["oversub"] == oversub and r["label"] != "servers sweep"]
+    rows = [r for r in results if r["bytes"] == size and r["oversub"] == oversub and r["label"] in LABELS]
     if not rows:
         return
-    labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
+    labels = LABELS
     ns = sorted({r["workers"] for r in rows})
     dat = os.path.join(out_dir, f"algbw-{size >> 20}MiB-oversub{oversub:g}.dat")
     any_folded = False
@@ -138,10 +151,10 @@ def tables(results):
     lines = []
     for o in sorted({r["oversub"] for r in results}):
         for size in sorted({r["bytes"] for r in results}):
-            rows = [r for r in results if r["bytes"] == size and r["oversub"] == o and r["label"] != "servers sweep"]
+            rows = [r for r in results if r["bytes"] == size and r["oversub"] == o and r["label"] in LABELS]
             if not rows:
                 continue
-            labels = ["ring", "servers M=n", "servers M=n/4", "tree M=n", "tree M=n/4"]
+            labels = LABELS
             lines.append(f"\nalgbw / link rate, {size >> 20} MiB, fat tree {o:g}:1\n")
             lines.append("| n | " + " | ".join(labels) + " |")
             lines.append("|---|" + "---|" * len(labels))
@@ -153,6 +166,19 @@ def tables(results):
                 lines.append(f"| {n} | " + " | ".join(cells) + " |")
     if any(folded(r) for r in results):
         lines.append("\n\\* folded: only some of the worker racks simulated (docs/scale.md, \"The fold\")")
+    pl = [r for r in results if r["label"].startswith("tree M=n roots ")]
+    if pl:
+        n = pl[0]["workers"]
+        cols = sorted({(r["bytes"], r["oversub"]) for r in pl})
+        lines.append(f"\ntree M=n, n = {n}: where the roots sit (algbw / link rate)\n")
+        lines.append("| roots | " + " | ".join(f"{b >> 20} MiB {o:g}:1" for b, o in cols) + " |")
+        lines.append("|---|" + "---|" * len(cols))
+        for p in PLACEMENTS:
+            cells = []
+            for b, o in cols:
+                m = [r for r in pl if r["label"].endswith(" " + p) and r["bytes"] == b and r["oversub"] == o]
+                cells.append(f"{m[0]['algbw_over_link']:.3f}" + ("*" if folded(m[0]) else "") if m else "-")
+            lines.append(f"| {p} | " + " | ".join(cells) + " |")
     sw = [r for r in results if r["label"] == "servers sweep"]
     if sw:
         lines.append(f"\nflat servers, n = {sw[0]['workers']}, {sw[0]['bytes'] >> 20} MiB, non-blocking\n")
@@ -188,6 +214,8 @@ def main():
     ns = [8, 16, 32] if a.quick else [n for n in (64, 256, 1024) if n <= a.max_workers]
     cfgs = configs(ns, [1 * MIB, 4 * MIB] if a.quick else [1 * MIB, 64 * MIB], [1, 4])
     cfgs += sweep(16, 4 * MIB) if a.quick else sweep(64, 8 * MIB)
+    if not a.quick and 1024 in ns:
+        cfgs += placement_configs(1024, [1 * MIB, 64 * MIB], [1, 4])
     plans = {c[:4]: "whole" if a.full else how_to_run(c[0], c[1], c[2]) for c in cfgs}
     skipped = [c for c in cfgs if plans[c[:4]] == "skip"]
     cfgs = [with_fold(c) if plans[c[:4]] == "fold" else c for c in cfgs if plans[c[:4]] != "skip"]

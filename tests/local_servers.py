@@ -14,10 +14,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_server(optcast):
+def start_server(optcast, extra_args=()):
     """Starts `optcast server` on a free loopback port; returns (process, "127.0.0.1:port")."""
     # The server takes no port 0: pick a free one (the kernel does not hand it out again at once).
-    cmd = [optcast, "server", "--log-level", "warn", "--listen", f"127.0.0.1:{free_port()}"]
+    cmd = [optcast, "server", "--log-level", "warn", "--listen", f"127.0.0.1:{free_port()}", *extra_args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     ready, _, _ = select.select([proc.stdout], [], [], 20)
     line = proc.stdout.readline() if ready else ""

@@ -15,6 +15,12 @@ int64_t InputValue(DataType dtype, RedOp op, int rank, size_t i) {
   const bool is_unsigned = dtype == DataType::kUInt8 || dtype == DataType::kUInt32 || dtype == DataType::kUInt64;
   const uint64_t h = static_cast<uint64_t>(rank) * 7 + i * 3;
   if (op == RedOp::kProd) return is_unsigned ? 1 + static_cast<int64_t>(h % 2) : (h % 2 ? -1 : 1);
+  // Bitwise ops (integer types): every rank sets (bor) or clears (band) one bit of the element's
+  // width, so the result shows whether every rank's bit arrived; bxor mixes all the bits.
+  const uint64_t bit = uint64_t{1} << (h % (8 * DataTypeSize(dtype)));
+  if (op == RedOp::kBand) return static_cast<int64_t>(~bit);
+  if (op == RedOp::kBor) return static_cast<int64_t>(bit);
+  if (op == RedOp::kBxor) return static_cast<int64_t>((h + 1) * 0x9e3779b97f4a7c15ull);
   return is_unsigned ? static_cast<int64_t>(h % 11) : static_cast<int64_t>(h % 11) - 5;
 }
 
@@ -74,6 +80,9 @@ uint64_t CountWrong(DataType dtype, RedOp op, int nranks, const void* result, si
         case RedOp::kProd: acc *= v; break;
         case RedOp::kMin: acc = std::min(acc, v); break;
         case RedOp::kMax: acc = std::max(acc, v); break;
+        case RedOp::kBand: acc &= v; break;
+        case RedOp::kBor: acc |= v; break;
+        case RedOp::kBxor: acc ^= v; break;
       }
     }
     if (IsFloatingPoint(dtype)) {

@@ -75,6 +75,13 @@ int RunBench(BenchOptions opts) {
                    "the GPU); use -o sum for the plugin path\n");
       return 2;
     }
+    if (IsBitwise(opts.op)) {
+      std::fprintf(stderr,
+                   "optcast bench: NCCL has no bitwise reductions, so it never hands %s to a CollNet plugin; "
+                   "use --algo server,ring for -o %s\n",
+                   RedOpName(opts.op), RedOpName(opts.op));
+      return 2;
+    }
     if (opts.channels < 1 || opts.plugin_chunk_bytes == 0) {
       std::fprintf(stderr, "optcast bench: need --channels >= 1 and --plugin-chunk > 0\n");
       return 2;
@@ -181,7 +188,7 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("-f,--stepfactor", opts->factor, "Multiply the size by this each step")->capture_default_str();
   cmd->add_option("-d,--datatype", *dtype, "float32 float16 bfloat16 float64 int8 uint8 int32 uint32 int64 uint64")
       ->capture_default_str();
-  cmd->add_option("-o,--op", *op, "sum prod min max avg")->capture_default_str();
+  cmd->add_option("-o,--op", *op, "sum prod min max avg, or band bor bxor (integer types)")->capture_default_str();
   cmd->add_option("-n,--iters", opts->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", opts->warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_option("-c,--check", *check, "Check results (1) or not (0)")->capture_default_str();
@@ -246,6 +253,10 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
         return 2;
       }
       o.chunk_bytes = *c;
+    }
+    if (!IsRedOpDefinedFor(*rop, *dt)) {
+      std::fprintf(stderr, "optcast bench: %s\n", UndefinedRedOpMessage(*rop, *dt).c_str());
+      return 2;
     }
     auto pc = ParseByteSize(*plugin_chunk);
     if (!pc || *pc == 0) {

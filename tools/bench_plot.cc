@@ -9,6 +9,11 @@
 
 namespace optcast::tools {
 
+std::string BenchPlotTitle(const BenchOptions& opts, int nranks, size_t nservers) {
+  return fmt::format("AllReduce {} {}, {}{}", DataTypeName(opts.dtype), RedOpName(opts.op), Counted(nranks, "rank"),
+                     nservers > 0 ? ", " + Counted(nservers, "reduction server") : "");
+}
+
 Status WriteBenchPlot(const std::string& path, const BenchOptions& opts, int nranks, size_t nservers,
                       const std::vector<BenchRow>& rows) {
   std::vector<std::string> algos;
@@ -16,8 +21,7 @@ Status WriteBenchPlot(const std::string& path, const BenchOptions& opts, int nra
     if (std::find(algos.begin(), algos.end(), r.algo) == algos.end()) algos.push_back(r.algo);
   }
   LinePlot plot;
-  plot.title = fmt::format("AllReduce {} {}, {} ranks{}", DataTypeName(opts.dtype), RedOpName(opts.op), nranks,
-                           nservers > 0 ? fmt::format(", {} reduction servers", nservers) : "");
+  plot.title = BenchPlotTitle(opts, nranks, nservers);
   PlotPanel algbw{"algbw: message size / time", "algbw (GB/s)", {}, 0};
   PlotPanel busbw{"busbw: algbw x 2(n-1)/n, comparable across rank counts", "busbw (GB/s)", {}, 0};
   for (size_t i = 0; i < algos.size(); ++i) {

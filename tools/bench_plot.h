@@ -11,6 +11,9 @@ namespace optcast::tools {
 
 // Draws the benchmark's results as a PNG: algbw and busbw against message size, side by side,
 // one line per algorithm.
+// "AllReduce float32 sum, 4 ranks, 1 reduction server" (no servers named for a ring-only run).
+std::string BenchPlotTitle(const BenchOptions& opts, int nranks, size_t nservers);
+
 Status WriteBenchPlot(const std::string& path, const BenchOptions& opts, int nranks, size_t nservers,
                       const std::vector<BenchRow>& rows);
 

@@ -6,6 +6,7 @@
 #include "daemon/server_command.h"
 #include "tools/commands.h"
 #include "tools/emu/emu_command.h"
+#include "tools/topology/topology_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Optcast: AllReduce offload to CPU reduction servers"};
@@ -15,11 +16,13 @@ int main(int argc, char** argv) {
   auto bench = optcast::tools::AddBenchCommand(app);
   auto demo = optcast::tools::AddDemoCommand(app);
   auto emu = optcast::tools::AddEmuCommand(app);
+  auto topology = optcast::tools::topology::AddTopologyCommand(app);
   CLI11_PARSE(app, argc, argv);
   const std::string name = app.get_subcommands().front()->get_name();
   if (name == "server") return server();
   if (name == "bench") return bench();
   if (name == "demo") return demo();
   if (name == "emu") return emu();
+  if (name == "topology") return topology();
   return 1;
 }

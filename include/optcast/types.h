@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace optcast {
@@ -24,15 +25,19 @@ enum class DataType : uint8_t {
 inline constexpr int kNumDataTypes = 10;
 
 // Reduction operators. avg: the sum divided by nranks; for integer types the sum is
-// formed in 64-bit arithmetic and the quotient is truncated toward zero.
+// formed in 64-bit arithmetic and the quotient is truncated toward zero. band, bor, bxor:
+// bitwise and, or, xor, defined for the integer types only.
 enum class RedOp : uint8_t {
   kSum = 0,
   kProd = 1,
   kMin = 2,
   kMax = 3,
   kAvg = 4,
+  kBand = 5,
+  kBor = 6,
+  kBxor = 7,
 };
-inline constexpr int kNumRedOps = 5;
+inline constexpr int kNumRedOps = 8;
 
 enum class CollType : uint8_t {
   kAllReduce = 0,
@@ -44,6 +49,7 @@ size_t DataTypeSize(DataType dt);
 bool IsFloatingPoint(DataType dt);
 const char* DataTypeName(DataType dt);  // "float32", "bfloat16", ...
 const char* RedOpName(RedOp op);        // "sum", ...
+bool IsBitwise(RedOp op);               // band, bor, bxor
 const char* CollTypeName(CollType c);   // "allreduce", ...
 
 // Accept the canonical names and common aliases ("float", "half", "bf16", "f32", "int", ...).
@@ -53,5 +59,11 @@ std::optional<RedOp> ParseRedOp(std::string_view name);
 bool IsValidDataType(uint8_t v);
 bool IsValidRedOp(uint8_t v);
 bool IsValidCollType(uint8_t v);
+
+// Whether `op` is defined for `dt`: every op for the integer types, all but the bitwise ones for
+// the floating-point types. Both must be valid values.
+bool IsRedOpDefinedFor(RedOp op, DataType dt);
+// The sentence that refuses an op a type lacks, naming the fix.
+std::string UndefinedRedOpMessage(RedOp op, DataType dt);
 
 }  // namespace optcast

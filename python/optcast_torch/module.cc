@@ -14,6 +14,8 @@ PYBIND11_MODULE(_optcast_torch, m) {
   m.doc() = "torch.distributed backend that reduces CPU tensors on Optcast reduction servers";
   // torch._C registered c10d::ProcessGroup and c10d::Store; this class derives from the former.
   py::class_<ProcessGroupOptcast, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupOptcast>>(m, "ProcessGroupOptcast")
-      .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds>(), py::arg("store"),
-           py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+      .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds,
+                    c10::intrusive_ptr<c10d::ProcessGroup>>(),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("gloo") = nullptr,
+           py::call_guard<py::gil_scoped_release>());
 }

@@ -33,10 +33,20 @@ RedOp ToRedOp(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::PRODUCT: return RedOp::kProd;
     case c10d::ReduceOp::MIN: return RedOp::kMin;
     case c10d::ReduceOp::MAX: return RedOp::kMax;
+    case c10d::ReduceOp::BAND: return RedOp::kBand;
+    case c10d::ReduceOp::BOR: return RedOp::kBor;
+    case c10d::ReduceOp::BXOR: return RedOp::kBxor;
     default:
       TORCH_CHECK(false, "the optcast backend does not support this ReduceOp (", int(op.op_),
-                  "); use SUM, AVG, PRODUCT, MIN or MAX");
+                  "); use SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR or BXOR");
   }
+}
+
+// The op for a tensor of this dtype, refused at the call where the servers do not define it.
+RedOp ToRedOpFor(const c10d::ReduceOp& op, DataType dt) {
+  const RedOp r = ToRedOp(op);
+  TORCH_CHECK(IsRedOpDefinedFor(r, dt), "the optcast backend: ", UndefinedRedOpMessage(r, dt));
+  return r;
 }
 
 void CheckCpu(const at::Tensor& t, const char* what) {
@@ -78,8 +88,13 @@ void OptcastWork::Complete(const Status& status) {
 }
 
 ProcessGroupOptcast::ProcessGroupOptcast(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                         std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size) {
+                                         std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::ProcessGroup> gloo)
+    : c10d::ProcessGroup(rank, size), gloo_(std::move(gloo)) {
+  if (gloo_ && (gloo_->getRank() != rank || gloo_->getSize() != size)) {
+    throw std::runtime_error("optcast backend: the gloo group given is rank " + std::to_string(gloo_->getRank()) +
+                             " of " + std::to_string(gloo_->getSize()) + ", this group rank " + std::to_string(rank) +
+                             " of " + std::to_string(size));
+  }
   CommunicatorOptions opts;
   opts.timeout = timeout;
   Status st = ApplyEnvironment(&opts);
@@ -152,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::allreduce(std::vector<at::Te
   CheckOne(tensors, "allreduce");
   at::Tensor t = tensors[0];
   const DataType dt = ToDataType(t);
-  const RedOp op = ToRedOp(opts.reduceOp);
+  const RedOp op = ToRedOpFor(opts.reduceOp, dt);
   return Enqueue(c10d::OpType::ALLREDUCE, tensors, [t, dt, op](Communicator& c) mutable {
     at::Tensor d = Dense(t);
     Status st = c.AllReduce(d.data_ptr(), d.data_ptr(), size_t(d.numel()), dt, op);
@@ -163,11 +178,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::allreduce(std::vector<at::Te
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                         const c10d::AllreduceCoalescedOptions& opts) {
+  const RedOp op = ToRedOp(opts.reduceOp);
   for (const auto& t : tensors) {
     CheckCpu(t, "allreduce_coalesced");
-    ToDataType(t);
+    ToRedOpFor(opts.reduceOp, ToDataType(t));
   }
-  const RedOp op = ToRedOp(opts.reduceOp);
   return Enqueue(c10d::OpType::ALLREDUCE, tensors, [tensors, op](Communicator& c) mutable {
     for (at::Tensor& t : tensors) {
       at::Tensor d = Dense(t);
@@ -183,7 +198,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::reduce(std::vector<at::Tenso
   CheckOne(tensors, "reduce");
   at::Tensor t = tensors[0];
   const DataType dt = ToDataType(t);
-  const RedOp op = ToRedOp(opts.reduceOp);
+  const RedOp op = ToRedOpFor(opts.reduceOp, dt);
   const bool root = opts.rootRank == rank_;
   // An allreduce whose result only the root keeps: other ranks' tensors stay as they were.
   return Enqueue(c10d::OpType::REDUCE, tensors, [t, dt, op, root](Communicator& c) mutable {
@@ -264,7 +279,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::reduce_scatter(std::vector<a
   }
   std::vector<at::Tensor> ins = inputs[0];
   const DataType dt = ToDataType(out);
-  const RedOp op = ToRedOp(opts.reduceOp);
+  const RedOp op = ToRedOpFor(opts.reduceOp, dt);
   return Enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [out, ins, dt, op](Communicator& c) mutable {
     std::vector<at::Tensor> flat_parts;
     for (const auto& i : ins) flat_parts.push_back(i.reshape({-1}));
@@ -284,7 +299,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::_reduce_scatter_base(at::Ten
               "_reduce_scatter_base wants an input of world_size times the output's elements, same dtype");
   at::Tensor in = input, out = output;
   const DataType dt = ToDataType(out);
-  const RedOp op = ToRedOp(opts.reduceOp);
+  const RedOp op = ToRedOpFor(opts.reduceOp, dt);
   return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [in, out, dt, op](Communicator& c) mutable {
     at::Tensor src = in.contiguous(), dst = Dense(out);
     OPTCAST_RETURN_IF_ERROR(c.ReduceScatter(src.data_ptr(), dst.data_ptr(), size_t(dst.numel()), dt, op));
@@ -293,12 +308,106 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::_reduce_scatter_base(at::Ten
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::barrier(const c10d::BarrierOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::barrier(const c10d::BarrierOptions& opts) {
   // Queued behind every earlier collective, and complete only when every rank has reached it.
-  return Enqueue(c10d::OpType::BARRIER, {}, [](Communicator& c) {
+  // gloo's barrier, issued now, also waits for the gloo group's earlier work, as a gloo script
+  // expects of a barrier after isend.
+  c10::intrusive_ptr<c10d::Work> gloo_barrier;
+  if (gloo_) gloo_barrier = gloo_->barrier(opts);
+  return Enqueue(c10d::OpType::BARRIER, {}, [gloo_barrier](Communicator& c) {
     uint8_t token = 1;
-    return c.AllReduce(&token, &token, 1, DataType::kUInt8, RedOp::kSum);
+    OPTCAST_RETURN_IF_ERROR(c.AllReduce(&token, &token, 1, DataType::kUInt8, RedOp::kSum));
+    if (gloo_barrier) gloo_barrier->wait();  // throws its error, which the worker reports
+    return Status::Ok();
   });
+}
+
+// ---- Carried by the gloo group. ----
+
+c10d::ProcessGroup& ProcessGroupOptcast::Gloo(const char* what) {
+  TORCH_CHECK(gloo_, "the optcast backend carries ", what,
+              " over a gloo group, and this process group was made without one; create it with "
+              "torch.distributed.init_process_group(\"optcast\", ...) or new_group(backend=\"optcast\")");
+  return *gloo_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                        std::vector<at::Tensor>& inputs,
+                                                                        const c10d::AllgatherOptions& opts) {
+  return Gloo("allgather_coalesced").allgather_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::GatherOptions& opts) {
+  return Gloo("gather").gather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::scatter(std::vector<at::Tensor>& outputs,
+                                                            std::vector<std::vector<at::Tensor>>& inputs,
+                                                            const c10d::ScatterOptions& opts) {
+  return Gloo("scatter").scatter(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                  std::vector<int64_t>& output_split_sizes,
+                                                                  std::vector<int64_t>& input_split_sizes,
+                                                                  const c10d::AllToAllOptions& opts) {
+  return Gloo("all_to_all_single").alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::alltoall(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllToAllOptions& opts) {
+  c10d::ProcessGroup& gloo = Gloo("all_to_all");
+  TORCH_CHECK(int(inputs.size()) == size_ && int(outputs.size()) == size_, "all_to_all wants ", size_, " input and ",
+              size_, " output tensors, got ", inputs.size(), " and ", outputs.size());
+  std::vector<at::Tensor> flat_in;
+  std::vector<int64_t> in_splits, out_splits;
+  for (int r = 0; r < size_; ++r) {
+    CheckCpu(inputs[r], "all_to_all");
+    CheckCpu(outputs[r], "all_to_all");
+    TORCH_CHECK(
+        inputs[r].scalar_type() == inputs[0].scalar_type() && outputs[r].scalar_type() == inputs[0].scalar_type(),
+        "all_to_all wants every tensor of one dtype");
+    flat_in.push_back(inputs[r].reshape({-1}));
+    in_splits.push_back(inputs[r].numel());
+    out_splits.push_back(outputs[r].numel());
+  }
+  at::Tensor in = at::cat(flat_in);
+  int64_t total_out = 0;
+  for (int64_t n : out_splits) total_out += n;
+  at::Tensor out = at::empty({total_out}, in.options());
+  // gloo takes the split vectors over (it moves from them): hand it copies.
+  std::vector<int64_t> gloo_out_splits = out_splits, gloo_in_splits = in_splits;
+  auto moved = gloo.alltoall_base(out, in, gloo_out_splits, gloo_in_splits, opts);
+  // The copy into the caller's tensors waits for gloo on this group's worker thread.
+  std::vector<at::Tensor> outs = outputs;
+  return Enqueue(c10d::OpType::ALLTOALL, outputs, [moved, out, outs, out_splits](Communicator&) mutable {
+    moved->wait();
+    int64_t offset = 0;
+    for (size_t r = 0; r < outs.size(); ++r) {
+      outs[r].copy_(out.narrow(0, offset, out_splits[r]).view(outs[r].sizes()));
+      offset += out_splits[r];
+    }
+    return Status::Ok();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  return Gloo("send").send(tensors, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  return Gloo("recv").recv(tensors, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOptcast::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return Gloo("recv from any source").recvAnysource(tensors, tag);
+}
+
+void ProcessGroupOptcast::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  Gloo("monitored_barrier").monitoredBarrier(opts, wait_all_ranks);
 }
 
 }  // namespace optcast::torch_backend

@@ -39,9 +39,20 @@ Status LoadSecretFile(const std::string& path, std::string* secret) {
     ::close(fd);
     return InvalidArgument("the secret file " + path + " is not a regular file");
   }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+  // Only this user may read it; or, for a file root owns, also its group (read only): how a
+  // container that runs as a user of its own gets a mounted secret (Kubernetes gives a secret
+  // volume to the pod's fsGroup, mode 0440).
+  const bool root_owned_for_group = st.st_uid == 0 && ::geteuid() != 0;
+  const mode_t refused = root_owned_for_group ? (S_IWGRP | S_IXGRP | S_IRWXO) : (S_IRWXG | S_IRWXO);
+  if ((st.st_mode & refused) != 0) {
     ::close(fd);
     return InvalidArgument("the secret file " + path + " can be read by other users; run: chmod 600 " + path);
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    ::close(fd);
+    return InvalidArgument("the secret file " + path + " belongs to user " + std::to_string(st.st_uid) +
+                           "; it must belong to the user the program runs as (" + std::to_string(::geteuid()) +
+                           ") or to root");
   }
   std::string data(kMaxSecretBytes + 1, '\0');
   size_t got = 0;

@@ -14,7 +14,9 @@ namespace optcast::auth {
 inline constexpr size_t kMinSecretBytes = 16;
 
 // Reads the secret from `path` (one trailing newline is dropped). Fails with a message naming the
-// file and the fix when it is unreadable, too short, or readable by other users.
+// file and the fix when it is unreadable, too short, or readable by other users: the file must
+// belong to this user with no group or other permissions, or belong to root and be readable by
+// this user's group only (0440: a container user's mounted secret).
 Status LoadSecretFile(const std::string& path, std::string* secret);
 
 // OPTCAST_SECRET_FILE (a path) or else OPTCAST_SECRET (the secret itself). Leaves *secret empty

@@ -15,6 +15,7 @@
 #include "client/handshake.h"
 #include "client/plan.h"
 #include "client/send_window.h"
+#include "client/stall_query.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "observe/trace.h"
@@ -229,7 +230,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     wire::Message msg;
     OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
     link->last_heard = Clock::now();
-    if (msg.type == wire::MsgType::kHeartbeat) return Status::Ok();  // alive, but no progress
+    if (msg.type == wire::MsgType::kHeartbeat) return Status::Ok();     // alive, but no progress
+    if (msg.type == wire::MsgType::kStallReport && payload_len == 0) {  // an answer, not progress
+      stall_.OnReport(link->index, msg.stall_report.coll_seq, std::move(msg.stall_report.waiting_for));
+      return Status::Ok();
+    }
     last_progress_ = link->last_heard;
     if (msg.type == wire::MsgType::kError) {
       return Status(msg.error.code, "server " + link->address + ": " + msg.error.text);
@@ -339,6 +344,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (!broken_.ok()) return broken_;
     if (!IsValidDataType(static_cast<uint8_t>(dtype))) return InvalidArgument("unknown data type");
     if (!IsValidRedOp(static_cast<uint8_t>(op))) return InvalidArgument("unknown reduction op");
+    if (coll != CollType::kAllGather && !IsRedOpDefinedFor(op, dtype)) {
+      return InvalidArgument(UndefinedRedOpMessage(op, dtype));
+    }
     if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
       return InvalidArgument(fmt::format("{} of {} elements with a null buffer", CollTypeName(coll), count));
     }
@@ -524,17 +532,52 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       FillWindows();
       FlushAll();
     }
-    if (!active_.empty() && Clock::now() - last_progress_ > opts_.timeout) {
-      const Request* oldest = active_.begin()->second;
-      for (auto& [seq, r] : active_) {
-        if (seq < oldest->seq) oldest = r;
-      }
-      Break(
-          TimeoutError(fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; a rank or a server "
-                                   "may be stuck or dead (set OPTCAST_TIMEOUT_MS to wait longer)",
-                                   oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count,
-                                   DataTypeName(oldest->desc.dtype), opts_.timeout.count())));
+    if (active_.empty() || Clock::now() - last_progress_ <= opts_.timeout) {
+      stall_.Reset();  // progress resumed: a later timeout asks afresh
+      return;
     }
+    const Request* oldest = active_.begin()->second;
+    for (auto& [seq, r] : active_) {
+      if (seq < oldest->seq) oldest = r;
+    }
+    if (!stall_.asked() || stall_.coll_seq() != oldest->seq) AskWhatStalls(*oldest);
+    if (!stall_.Done(Clock::now())) return;
+    Break(TimeoutError(fmt::format(
+        "collective #{} ({} of {} {}) made no progress for {} ms; {}{} (set "
+        "OPTCAST_TIMEOUT_MS to wait longer)",
+        oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count, DataTypeName(oldest->desc.dtype),
+        opts_.timeout.count(), stall_.Describe(std::min(opts_.timeout, kStallAnswerWait)), FailoverPending())));
+    stall_.Reset();
+  }
+
+  // For a timeout: the servers this rank lost that the job has not agreed a failover on yet (the
+  // other ranks have not all reported them), or nothing.
+  std::string FailoverPending() const {
+    std::string lost;
+    for (const auto& s : servers_) {
+      if (((dead_mask_ & ~agreed_mask_) >> s.index) & 1) lost += (lost.empty() ? "" : ", ") + s.address;
+    }
+    if (lost.empty()) return "";
+    return fmt::format("; this rank lost server(s) {} and the job had not agreed on a failover yet", lost);
+  }
+
+  // The client's timeout fired: asks every live server that owes `req` a reply which ranks it is
+  // waiting for (stall_query.h); Progress reads the answers like any other message. After a
+  // failover a server may owe only a re-run of the dead servers' share: it is asked about that.
+  void AskWhatStalls(const Request& req) {
+    std::vector<StallQuery::Server> asked;
+    for (auto& s : servers_) {
+      if (s.failed || req.pending_link[s.index] == 0) continue;
+      uint64_t seq = UINT64_MAX;
+      for (const Piece& p : req.pieces) {
+        if (p.awaiting && p.link == s.index) seq = std::min(seq, p.coll_seq);
+      }
+      if (seq == UINT64_MAX) seq = req.seq;
+      s.conn->Send(transport::MakeOutMessage(wire::EncodeStallQuery(seq), nullptr, 0));
+      asked.push_back({s.index, s.address, seq});
+    }
+    stall_.Begin(req.seq, std::move(asked), Clock::now() + std::min(opts_.timeout, kStallAnswerWait));
+    FlushAll();
   }
 
   void FlushAll() {
@@ -968,6 +1011,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   bool report_due_ = false;
   std::deque<std::unique_ptr<Request>> retained_;  // see Retain()
   Clock::time_point last_progress_ = Clock::now();
+  StallQuery stall_;
 };
 
 }  // namespace

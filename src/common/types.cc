@@ -50,9 +50,14 @@ const char* RedOpName(RedOp op) {
     case RedOp::kMin: return "min";
     case RedOp::kMax: return "max";
     case RedOp::kAvg: return "avg";
+    case RedOp::kBand: return "band";
+    case RedOp::kBor: return "bor";
+    case RedOp::kBxor: return "bxor";
   }
   return "invalid-op";
 }
+
+bool IsBitwise(RedOp op) { return op == RedOp::kBand || op == RedOp::kBor || op == RedOp::kBxor; }
 
 const char* CollTypeName(CollType c) {
   switch (c) {
@@ -94,11 +99,21 @@ std::optional<RedOp> ParseRedOp(std::string_view name) {
   if (n == "min") return RedOp::kMin;
   if (n == "max") return RedOp::kMax;
   if (n == "avg" || n == "mean") return RedOp::kAvg;
+  if (n == "band" || n == "and") return RedOp::kBand;
+  if (n == "bor" || n == "or") return RedOp::kBor;
+  if (n == "bxor" || n == "xor") return RedOp::kBxor;
   return std::nullopt;
 }
 
 bool IsValidDataType(uint8_t v) { return v < kNumDataTypes; }
 bool IsValidRedOp(uint8_t v) { return v < kNumRedOps; }
 bool IsValidCollType(uint8_t v) { return v <= static_cast<uint8_t>(CollType::kAllGather); }
+
+bool IsRedOpDefinedFor(RedOp op, DataType dt) { return !IsBitwise(op) || !IsFloatingPoint(dt); }
+
+std::string UndefinedRedOpMessage(RedOp op, DataType dt) {
+  return std::string(RedOpName(op)) + " is a bitwise op, defined for integer types only, not for " + DataTypeName(dt) +
+         "; use an integer type of the same width (int8 ... uint64) to combine the bits";
+}
 
 }  // namespace optcast

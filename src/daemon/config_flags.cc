@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "config/config_file.h"
 
@@ -29,6 +30,9 @@ std::vector<std::string> ConfigKeys(const CLI::App* cmd) {
 Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
   std::vector<config::ConfigEntry> entries;
   OPTCAST_RETURN_IF_ERROR(config::ReadConfigFile(path, &entries));
+  // `max_chunk:` and `max-chunk:` are one flag: a file that sets it twice is refused like a
+  // repeated key, whichever spelling each line uses.
+  std::map<const CLI::Option*, const config::ConfigEntry*> first_set;
   for (const config::ConfigEntry& e : entries) {
     std::string key = e.key;
     std::replace(key.begin(), key.end(), '_', '-');
@@ -36,6 +40,12 @@ Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
     if (opt == nullptr) {
       return InvalidArgument(config::ConfigError(
           path, e.line, fmt::format("unknown key '{}'; the keys are: {}", e.key, fmt::join(ConfigKeys(cmd), ", "))));
+    }
+    if (auto [it, fresh] = first_set.emplace(opt, &e); !fresh) {
+      return InvalidArgument(
+          config::ConfigError(path, e.line,
+                              fmt::format("'{}' sets --{}, which '{}' on line {} sets already; keep one", e.key, key,
+                                          it->second->key, it->second->line)));
     }
     if (opt->count() > 0) continue;  // given on the command line, which wins
     if (e.is_list && opt->get_expected_max() <= 1 && e.values.size() != 1) {
@@ -48,6 +58,11 @@ Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
       opt->run_callback();
     } catch (const CLI::Error& err) {
       std::string why = err.what();
+      if (opt->get_expected_max() == 0 && dynamic_cast<const CLI::ConversionError*>(&err) != nullptr) {
+        // A flag: CLI11 says only "Could not convert".
+        why = fmt::format("'{}' is not true or false; write `{}: true` or `{}: false`",
+                          e.values.empty() ? "" : e.values.front(), e.key, e.key);
+      }
       const std::string flag_prefix = "--" + key + ": ";  // CLI11 names the flag; the key is named already
       if (why.rfind(flag_prefix, 0) == 0) why = why.substr(flag_prefix.size());
       return InvalidArgument(config::ConfigError(path, e.line, fmt::format("bad value for '{}': {}", e.key, why)));

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "auth/secret.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "config/root_placement.h"
 #include "config/topology.h"
 #include "daemon/config_flags.h"
 #include "observe/metrics_http.h"
@@ -148,6 +150,10 @@ Status TreeOptions(const Flags& f, server::ServerOptions* opts) {
   Log().info("topology {}: server '{}' at depth {}, parent {}, {} child server(s)", f.topology, me->name,
              topo.Depth(me->name), me->parent.empty() ? "(none: the root)" : me->parent,
              topo.Children(me->name).size());
+  // Roots sharing a rack work, but their rack's uplink carries every rack's partials for each.
+  if (opts->tree_root) {
+    for (const std::string& w : config::RootPlacementWarnings(topo)) Log().warn("{}", w);
+  }
   return Status::Ok();
 }
 
@@ -295,19 +301,21 @@ std::function<int()> AddServerCommand(CLI::App& app) {
     }
     std::fflush(stdout);
 
-    // First signal: graceful shutdown. Second: stop at once.
-    std::thread signals([&srv, sigs, grace = flags->shutdown_timeout_ms] {
+    // First signal: graceful shutdown. Second: stop at once. The main thread wakes this one with
+    // a SIGTERM of its own once the server has stopped; `exiting` tells that wake-up apart from
+    // an operator's signal, so that only a real second signal is reported as one.
+    std::atomic<bool> exiting{false};
+    std::thread signals([&srv, &exiting, sigs, grace = flags->shutdown_timeout_ms] {
       int sig = 0;
-      if (sigwait(&sigs, &sig) != 0) return;
-      if (sig == 0) return;  // woken to exit
+      if (sigwait(&sigs, &sig) != 0 || exiting.load()) return;
       Log().info("{}: shutting down gracefully (up to {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT", grace);
       srv.Drain(std::chrono::milliseconds(grace));
-      if (sigwait(&sigs, &sig) != 0 || sig == 0) return;
-      Log().warn("second signal: stopping now");
+      if (sigwait(&sigs, &sig) != 0 || exiting.load()) return;
+      Log().warn("second signal ({}): stopping now", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       srv.Stop();
     });
     Status st = srv.Run();
-    // Wake the signal thread if it is still waiting, then let it go.
+    exiting.store(true);
     pthread_kill(signals.native_handle(), SIGTERM);
     signals.join();
     observe::StopTrace();

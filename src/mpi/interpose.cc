@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mpi/comm_state.h"
@@ -43,6 +44,60 @@ std::optional<Reduction> AsReduction(MPI_Datatype datatype, MPI_Op op) {
 }
 
 bool LargeEnough(size_t bytes) { return bytes > 0 && bytes >= GetConfig().min_bytes; }
+
+// "256K", "1M", "1000 bytes": how OPTCAST_MPI_MIN_BYTES is written.
+std::string SizeText(size_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+}
+
+// One line on rank 0 when MPI starts: what goes to the servers, or why nothing does.
+void AnnounceAtInit() {
+  const Config& c = GetConfig();
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  // Collective: every rank asks, rank 0 speaks.
+  const bool one_host = c.enabled && size > 1 && OnOneHost(MPI_COMM_WORLD);
+  if (rank != 0) return;
+  if (!c.enabled) {
+    std::fprintf(stderr, "optcast-mpi: %s: every collective stays with MPI\n", c.why_off.c_str());
+    return;
+  }
+  std::string servers;
+  for (const auto& s : c.client.servers) servers += (servers.empty() ? "" : ",") + s;
+  if (one_host && !c.one_host_to_servers) {
+    std::fprintf(stderr,
+                 "optcast-mpi: all %d ranks run on one host, where MPI's shared memory beats the reduction servers: "
+                 "collectives stay with MPI (OPTCAST_MPI_ONE_HOST=servers sends those of %s or more to %s)\n",
+                 size, SizeText(c.min_bytes).c_str(), servers.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "optcast-mpi: collectives of %s or more (OPTCAST_MPI_MIN_BYTES) go to the reduction servers %s%s; "
+                 "the rest stay with MPI\n",
+                 SizeText(c.min_bytes).c_str(), servers.c_str(),
+                 one_host ? " although every rank runs on one host (OPTCAST_MPI_ONE_HOST=servers)" : "");
+  }
+  std::fflush(stderr);
+}
+
+// At MPI_Finalize, rank 0 says how many of its collectives the servers did.
+void AnnounceAtFinalize() {
+  if (!GetConfig().enabled) return;
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  long routed = 0, all = 0;
+  for (int k = 0; k < kNumKinds; ++k) {
+    routed += g_routed[k].load();
+    all += g_routed[k].load() + g_passed[k].load();
+  }
+  std::fprintf(stderr,
+               "optcast-mpi: %ld of rank 0's %ld collectives that Optcast can take went to the reduction servers "
+               "(OPTCAST_MPI_STATS=1: every rank's counts by kind)\n",
+               routed, all);
+}
 
 void PrintStats() {
   if (!GetConfig().print_stats) return;
@@ -82,6 +137,18 @@ bool AnyOurs(int count, const MPI_Request* requests) {
 
 using namespace optcast;
 using namespace optcast::mpi;
+
+OPTCAST_MPI_EXPORT int MPI_Init(int* argc, char*** argv) {
+  const int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) AnnounceAtInit();
+  return rc;
+}
+
+OPTCAST_MPI_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) AnnounceAtInit();
+  return rc;
+}
 
 OPTCAST_MPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                      MPI_Comm comm) {
@@ -230,6 +297,7 @@ OPTCAST_MPI_EXPORT int MPI_Request_free(MPI_Request* request) {
 OPTCAST_MPI_EXPORT int MPI_Finalize() {
   while (AnyPendingOp()) ProgressPendingOps(std::chrono::milliseconds(1));
   PrintStats();
+  AnnounceAtFinalize();
   ReleaseAllCommStates();
   return PMPI_Finalize();
 }

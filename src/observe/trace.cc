@@ -43,6 +43,10 @@ TraceState* g_state = new TraceState;
 // from the parent process) is never mistaken for one of the current trace.
 std::atomic<uint64_t> g_generation{0};
 
+// When the file was last brought up to date with every thread's buffer (TraceNowUs), and when
+// that is next due; a flush is claimed by moving `g_next_flush_us` forward.
+std::atomic<double> g_next_flush_us{0};
+
 // Cached: both are system calls, and a forked child resets them (see AfterForkInChild).
 std::atomic<int> g_pid{0};
 thread_local int t_tid = 0;
@@ -130,10 +134,10 @@ void Emit(const std::string& event) {
     std::lock_guard<std::mutex> lock(buf.mu);
     buf.data += ",\n";
     buf.data += event;
-    if (buf.data.size() < kThreadBlock) return;
-    block.swap(buf.data);
+    if (buf.data.size() >= kThreadBlock) block.swap(buf.data);
   }
-  WriteBlock(block);
+  if (!block.empty()) WriteBlock(block);
+  MaybeFlushTrace();
 }
 
 std::string EventHead(std::string_view name, std::string_view cat, char ph, double ts_us, int track = 0) {
@@ -242,6 +246,7 @@ Status StartTrace(const std::string& path, const std::string& process_name) {
   std::fwrite(head.data(), 1, head.size(), f);
   std::fwrite(kFooter, 1, kFooterLen, f);
   std::fflush(f);
+  g_next_flush_us.store(TraceNowUs() + std::chrono::duration<double, std::micro>(kTraceFlushInterval).count());
   g_trace_on.store(true);
   return Status::Ok();
 }
@@ -286,6 +291,17 @@ void FlushTrace() {
     b->data.clear();
   }
   WriteBlock(block);
+}
+
+void MaybeFlushTrace() {
+  if (!TraceOn()) return;
+  const double now = TraceNowUs();
+  double due = g_next_flush_us.load(std::memory_order_relaxed);
+  if (now < due) return;
+  // One thread wins the flush; the others go on at once.
+  const double next = now + std::chrono::duration<double, std::micro>(kTraceFlushInterval).count();
+  if (!g_next_flush_us.compare_exchange_strong(due, next, std::memory_order_relaxed)) return;
+  FlushTrace();
 }
 
 void StopTrace() {

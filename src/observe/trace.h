@@ -6,11 +6,15 @@
 // One trace file per process. Every call site tests TraceOn() first, a relaxed load of one
 // atomic flag, so that tracing off costs nothing measurable. When on, events are formatted into a
 // buffer per thread and appended to the file in blocks; the file is valid JSON after every
-// FlushTrace(), so a process that ends without StopTrace() still leaves a readable trace.
+// FlushTrace(), so a process that ends without StopTrace() still leaves a readable trace. Every
+// thread's events are flushed at least every kTraceFlushInterval while events keep coming (and
+// by MaybeFlushTrace() when they stop), so a running or crashed process leaves a trace that is
+// at most about a second behind.
 // Timestamps are CLOCK_MONOTONIC microseconds, shared by every process of a host, so the traces
 // of a server and its clients on one machine line up.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,6 +55,12 @@ Status StartTrace(const std::string& path, const std::string& process_name);
 Status StartTraceFromEnv(const char* var, int rank, const std::string& process_name);
 // Writes every thread's buffered events; the file is complete JSON afterwards.
 void FlushTrace();
+// How far the file may lag behind the events: any event, and MaybeFlushTrace(), flush every
+// thread's buffer once the last flush is this old.
+inline constexpr std::chrono::milliseconds kTraceFlushInterval{1000};
+// FlushTrace() if tracing is on and the last flush is older than kTraceFlushInterval; for loops
+// that tick while no event comes (a server's housekeeping), so that the last events reach the file.
+void MaybeFlushTrace();
 // Flushes and closes the file; later events are dropped until the next StartTrace().
 void StopTrace();
 // The path being written, or "" when tracing is off.

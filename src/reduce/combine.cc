@@ -102,6 +102,26 @@ struct MaxOp {
   }
 };
 
+// Bitwise ops, integers only: no carries, so the result is the same bits in any width.
+struct BandOp {
+  template <typename A>
+  static A Apply(A acc, A v) {
+    return static_cast<A>(acc & v);
+  }
+};
+struct BorOp {
+  template <typename A>
+  static A Apply(A acc, A v) {
+    return static_cast<A>(acc | v);
+  }
+};
+struct BxorOp {
+  template <typename A>
+  static A Apply(A acc, A v) {
+    return static_cast<A>(acc ^ v);
+  }
+};
+
 // ---- Block kernels. kLen != 0 fixes the trip count at compile time; 0 means use `len`. ----
 
 template <typename Codec, typename Op, bool kAverage>
@@ -196,6 +216,9 @@ RunFn SelectFloatKernel(RedOp op) {
     case RedOp::kMin: return &Kernel<Codec, MinOp, false>::Run;
     case RedOp::kMax: return &Kernel<Codec, MaxOp, false>::Run;
     case RedOp::kAvg: return &Kernel<Codec, SumOp, true>::Run;
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: return nullptr;  // refused by CheckTypeAndOp
   }
   return nullptr;
 }
@@ -210,6 +233,9 @@ RunFn SelectIntKernel(RedOp op) {
     case RedOp::kMin: return &Kernel<Exact, MinOp, false>::Run;
     case RedOp::kMax: return &Kernel<Exact, MaxOp, false>::Run;
     case RedOp::kAvg: return &Kernel<IntAverageCodec<T>, SumOp, true>::Run;
+    case RedOp::kBand: return &Kernel<Wrapping, BandOp, false>::Run;
+    case RedOp::kBor: return &Kernel<Wrapping, BorOp, false>::Run;
+    case RedOp::kBxor: return &Kernel<Wrapping, BxorOp, false>::Run;
   }
   return nullptr;
 }
@@ -237,8 +263,9 @@ Status CheckTypeAndOp(DataType dtype, RedOp op) {
   }
   if (!IsValidRedOp(static_cast<uint8_t>(op))) {
     return InvalidArgument("unknown reduction op " + std::to_string(static_cast<int>(op)) +
-                           "; use one of sum, prod, min, max, avg");
+                           "; use one of sum, prod, min, max, avg, band, bor, bxor");
   }
+  if (!IsRedOpDefinedFor(op, dtype)) return InvalidArgument(UndefinedRedOpMessage(op, dtype));
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@ namespace optcast::reduce {
 // - integers: sum/prod wrap around in the element type (two's complement); avg forms the sum in
 //   64-bit arithmetic and truncates the quotient toward zero.
 // - avg for floats: the sum (float32 accumulation for 16-bit types) divided by nsrc.
+// - band, bor, bxor: bitwise, integer types only (InvalidArgument for floating-point types).
 // `dst` may alias srcs[0] (in-place) but no other source. nsrc >= 1.
 Status Combine(DataType dtype, RedOp op, const void* const* srcs, int nsrc, void* dst,
                size_t count);

@@ -279,6 +279,26 @@ struct MaxOp {
   }
 };
 
+// Bitwise ops, integer lanes only (the float kernels never instantiate them).
+struct BandOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    return hn::And(acc, v);
+  }
+};
+struct BorOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    return hn::Or(acc, v);
+  }
+};
+struct BxorOp {
+  template <class V>
+  static V Apply(V acc, V v) {
+    return hn::Xor(acc, v);
+  }
+};
+
 // ---- avg: the accumulated sum divided once, in the accumulator's lanes. ----
 
 // No vector unit divides 64-bit integers, but the divisor is small: with |sum| = hi * 2^32 + lo,
@@ -402,6 +422,9 @@ bool RunFloat(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t cou
     case RedOp::kMin: Kernel<Codec, MinOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kMax: Kernel<Codec, MaxOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kAvg: Kernel<Codec, SumOp, true>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: return false;  // integers only
   }
   return false;
 }
@@ -416,6 +439,9 @@ bool RunInt(RedOp op, const void* const* srcs, int nsrc, void* dst, size_t count
     case RedOp::kSum: Kernel<Codec, SumOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kMin: Kernel<Codec, MinOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kMax: Kernel<Codec, MaxOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kBand: Kernel<Codec, BandOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kBor: Kernel<Codec, BorOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
+    case RedOp::kBxor: Kernel<Codec, BxorOp, false>::Run(srcs, nsrc, dst, count, divisor); return true;
     case RedOp::kProd:
       if constexpr (sizeof(T) == 1) {
         Kernel<ByteProductCodec, ProdOp, false>::Run(srcs, nsrc, dst, count, divisor);

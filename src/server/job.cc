@@ -112,6 +112,9 @@ Status ValidateChunk(const wire::Chunk& chunk, uint32_t nranks, uint32_t sender_
   if (d.count > (uint64_t{1} << 40)) {
     return ProtocolError(fmt::format("collective #{} claims {} elements; the limit is 2^40", d.coll_seq, d.count));
   }
+  if (d.coll != CollType::kAllGather && !IsRedOpDefinedFor(d.op, d.dtype)) {
+    return ProtocolError(fmt::format("collective #{}: {}", d.coll_seq, UndefinedRedOpMessage(d.op, d.dtype)));
+  }
   if (segmented && r.segment >= nranks) {
     return ProtocolError(fmt::format("chunk of collective #{} names segment {} but the job has {} ranks", d.coll_seq,
                                      r.segment, nranks));

@@ -102,12 +102,19 @@ void JobTable::FailStalled(Clock::time_point now) {
                fmt::format("collective #{} ({}) of job {} made no progress for {} ms; still waiting for rank(s) "
                            "{}; a rank may be stuck or dead",
                            oldest.desc.coll_seq, DescribeColl(oldest.desc), job->hex, opts_.job_timeout.count(),
-                           WaitingFor(*job))});
+                           WaitingFor(*job, oldest))});
   }
 }
 
-std::string JobTable::WaitingFor(const Job& job) const {
-  const CollState& oldest = job.colls.begin()->second;
+std::string JobTable::WaitingFor(const Job& job, uint64_t coll_seq) const {
+  auto it = job.colls.find(coll_seq);
+  if (it != job.colls.end()) return WaitingFor(job, it->second);
+  if (job.colls.empty()) return fmt::format("(none: no collective of job {} is open here)", job.hex);
+  return fmt::format("(none for #{}, which is not open here; its oldest open collective #{} waits for rank(s) {})",
+                     coll_seq, job.colls.begin()->first, WaitingFor(job, job.colls.begin()->second));
+}
+
+std::string JobTable::WaitingFor(const Job& job, const CollState& oldest) const {
   // The members that joined here; in a tree the job's other ranks belong to other servers.
   std::vector<uint32_t> members = job.Members();
   std::sort(members.begin(), members.end());

@@ -70,12 +70,15 @@ class JobTable {
   size_t InFlight() const;
   const MemoryBudget& memory() const { return *memory_; }
   const std::unordered_map<wire::JobIdBytes, std::shared_ptr<Job>, JobIdHash>& all() const { return jobs_; }
+  // What collective `coll_seq` of the job waits for here, for a client whose own timeout fired:
+  // the ranks ("1,3"), or a sentence saying why none can be named.
+  std::string WaitingFor(const Job& job, uint64_t coll_seq) const;
 
  private:
   JobFailure MemoryFailure(const Job& job, const MemoryBudget& refused, uint64_t bytes, const char* what) const;
   void RememberFailure(const wire::JobIdBytes& id, Code code, const std::string& text);
-  // What a stalled job waits for: the members that sent nothing, or in a tree, the tree.
-  std::string WaitingFor(const Job& job) const;
+  // What a stalled collective waits for: the members that sent nothing, or in a tree, the tree.
+  std::string WaitingFor(const Job& job, const CollState& coll) const;
 
   const ServerOptions& opts_;
   ServerMetrics& metrics_;

@@ -216,6 +216,14 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
     case wire::MsgType::kBye:
       if (!cs->job) return ProtocolError("goodbye before hello");
       return Status::Ok();
+    case wire::MsgType::kStallQuery: {
+      if (!cs->job) return ProtocolError("stall query before hello");
+      if (payload_len != 0) return ProtocolError("stall query carries a payload");
+      // Answered without touching the job: asking is not progress.
+      const wire::StallReport report{msg.stall_query_seq, jobs_.WaitingFor(*cs->job, msg.stall_query_seq)};
+      loop_.Send(cs, transport::MakeOutMessage(wire::EncodeStallReport(report), nullptr, 0));
+      return Status::Ok();
+    }
     case wire::MsgType::kGrow:
     case wire::MsgType::kError:
       if (cs->job && cs->server_member) return tree_.OnDownstreamMessage(cs, msg);
@@ -280,6 +288,8 @@ void Server::Impl::Sweep() {
   tree_.ExpireUnwelcomed(now);
   jobs_.FailStalled(now);
   failover_.SendHeartbeats(now);
+  // The last events of a burst reach the file even if no other event follows.
+  observe::MaybeFlushTrace();
 }
 
 void Server::Impl::MaybeGiveBackMemory(Clock::time_point now) {

@@ -190,6 +190,21 @@ std::vector<uint8_t> EncodeSealed(uint32_t nranks) {
   return w.Take();
 }
 
+std::vector<uint8_t> EncodeStallQuery(uint64_t coll_seq) {
+  Writer w(MsgType::kStallQuery);
+  w.U64(coll_seq);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeStallReport(const StallReport& m) {
+  Writer w(MsgType::kStallReport);
+  const size_t len = std::min(m.waiting_for.size(), kMaxErrorText);
+  w.U64(m.coll_seq);
+  w.U32(static_cast<uint32_t>(len));
+  w.Bytes(m.waiting_for.data(), len);
+  return w.Take();
+}
+
 std::vector<uint8_t> EncodeFailover(const FailoverReport& m) {
   Writer w(MsgType::kFailover);
   w.U32(m.epoch);
@@ -311,6 +326,18 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     case MsgType::kSealed:
       if (!r.U32(&out->sealed_nranks) || r.remaining() != 0) return Truncated("sealed");
       return Status::Ok();
+    case MsgType::kStallQuery:
+      if (!r.U64(&out->stall_query_seq) || r.remaining() != 0) return Truncated("stall query");
+      return Status::Ok();
+    case MsgType::kStallReport: {
+      uint32_t len = 0;
+      if (!r.U64(&out->stall_report.coll_seq) || !r.U32(&len) || len > kMaxErrorText || r.remaining() != len) {
+        return Truncated("stall report");
+      }
+      out->stall_report.waiting_for.resize(len);
+      if (len > 0 && !r.Bytes(out->stall_report.waiting_for.data(), len)) return Truncated("stall report");
+      return Status::Ok();
+    }
     case MsgType::kFailover: {
       FailoverReport& f = out->report;
       if (!r.U32(&f.epoch) || !r.U32(&f.server_index) || !r.U64(&f.dead_mask) || !r.U64(&f.first_unplanned) ||

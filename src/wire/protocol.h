@@ -16,6 +16,8 @@
 //   Proof    (c->s): mac[32]    HMAC-SHA256(secret, nonce and the hello), see auth/proof.h
 //   Grow     (s->s): weight u32 min_rank u32  a downstream server now carries `weight` ranks
 //   Sealed   (s->s): nranks u32  every rank of the job has joined the tree (see docs/tree.md)
+//   StallQuery (c->s): coll_seq u64  which ranks is this collective waiting for? (a client's timeout)
+//   StallReport(s->c): coll_seq u64 text_len u32 text[text_len]  the server's answer, for the error
 //   Failover (c->s): epoch u32 server_index u32 dead_mask u64 first_unplanned u64 n u32 seqs u64[n]
 //   Agreed   (s->c): epoch u32 dead_mask u64 boundary u64 n u32 seqs u64[n]
 //   Notice   (s->c): dead_mask u64   another rank reported these servers dead
@@ -50,11 +52,13 @@ enum class MsgType : uint16_t {
   kProof = 9,
   kGrow = 10,
   kSealed = 11,
-  kFailover = 12,
-  kAgreed = 13,
-  kNotice = 14,
-  kEpoch = 15,
-  kHeartbeat = 16,
+  kStallQuery = 12,
+  kStallReport = 13,
+  kFailover = 14,
+  kAgreed = 15,
+  kNotice = 16,
+  kEpoch = 17,
+  kHeartbeat = 18,
 };
 
 // Hello flags. A downstream reduction server joins its parent's job as one member: its `rank` is
@@ -126,6 +130,13 @@ struct Grow {
   uint32_t min_rank = 0;  // the lowest of them: orders the server among its siblings
 };
 
+// A client whose collective made no progress for its timeout asks each server it waits on what
+// that server waits for, so that its error can name the ranks (the server's own timeout does).
+struct StallReport {
+  uint64_t coll_seq = 0;
+  std::string waiting_for;  // the ranks, "1,3", or a sentence saying why none are named
+};
+
 // Failover (docs/reliability.md). Server sets are bit masks over the ranks' server list.
 inline constexpr size_t kMaxFailoverSeqs = 1024;
 
@@ -172,6 +183,8 @@ struct Message {
   Mac proof{};
   Grow grow;
   uint32_t sealed_nranks = 0;
+  uint64_t stall_query_seq = 0;
+  StallReport stall_report;
   FailoverReport report;
   FailoverAgreed agreed;
   uint64_t notice_mask = 0;
@@ -189,6 +202,8 @@ std::vector<uint8_t> EncodeChallenge(const Nonce& nonce);
 std::vector<uint8_t> EncodeProof(const Mac& mac);
 std::vector<uint8_t> EncodeGrow(const Grow& m);
 std::vector<uint8_t> EncodeSealed(uint32_t nranks);
+std::vector<uint8_t> EncodeStallQuery(uint64_t coll_seq);
+std::vector<uint8_t> EncodeStallReport(const StallReport& m);
 std::vector<uint8_t> EncodeFailover(const FailoverReport& m);
 std::vector<uint8_t> EncodeAgreed(const FailoverAgreed& m);
 std::vector<uint8_t> EncodeNotice(uint64_t dead_mask);

@@ -71,9 +71,60 @@ TEST(Daemon, SigtermLetsTheCollectiveInFlightFinishThenExitsZero) {
   ASSERT_TRUE(srv.Wait(milliseconds(10000), &code)) << "still running after SIGTERM: " << srv.Output();
   EXPECT_EQ(code, 0) << srv.Output();
   EXPECT_NE(srv.Output().find("shutting down"), std::string::npos) << srv.Output();
+  // One signal was sent: nothing may claim a second.
+  EXPECT_EQ(srv.Output().find("second signal"), std::string::npos) << srv.Output();
   // The ranks learn that the server is gone rather than hang.
   Status next = c0->AllReduce(in0.data(), out0.data(), 8, DataType::kFloat32, RedOp::kSum);
   EXPECT_FALSE(next.ok());
+}
+
+TEST(Daemon, ASecondSignalStopsAServerThatIsStillDraining) {
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--shutdown-timeout-ms", "60000"}));
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> c0;
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, job, 2, 0, Config(), &c0));
+  std::vector<float> in(4096, 1.0f), out(4096);
+  // Rank 1 never comes: the drain would wait its full minute for this collective.
+  auto rank0 = std::async(std::launch::async, [&] {
+    return c0->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  srv.Signal(SIGTERM);
+  std::this_thread::sleep_for(milliseconds(300));
+  int code = -1;
+  EXPECT_FALSE(srv.Wait(milliseconds(200), &code)) << "exited before its drain ended: " << srv.Output();
+  EXPECT_EQ(srv.Output().find("second signal"), std::string::npos) << srv.Output();
+  srv.Signal(SIGINT);
+  ASSERT_TRUE(srv.Wait(milliseconds(10000), &code)) << "still running after a second signal: " << srv.Output();
+  EXPECT_NE(srv.Output().find("second signal (SIGINT): stopping now"), std::string::npos) << srv.Output();
+  EXPECT_FALSE(rank0.get().ok());
+}
+
+TEST(Daemon, AClientTimeoutNamesAFrozenServer) {
+  ServerProcess srv;
+  E2E_ASSERT_OK(srv.Start({"--listen", "127.0.0.1:0", "--timeout-ms", "60000"}));
+  CommConfig config = Config();
+  config.timeout = milliseconds(3000);  // the hello waits as long: leave room on a loaded machine
+  // With failover on, a server that sends no heartbeat for the heartbeat bound counts as dead before
+  // the client's timeout (E2eFailover.FrozenServerIsDroppedWithinTheHeartbeatBound); here the
+  // client's own timeout asks the frozen server, as over ofi, where servers send no heartbeats.
+  config.failover = false;
+  std::unique_ptr<Communicator> comm;
+  E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, JobId::Random(), 1, 0, config, &comm));
+  srv.Signal(SIGSTOP);  // answers nothing from here on, the question included
+  std::vector<float> in(4096, 1.0f), out(4096);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = comm->AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  srv.Signal(SIGCONT);
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+  EXPECT_NE(st.message().find("server " + srv.address() +
+                              " did not say which ranks it waits for within 2000 ms; that server may be stuck"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_GE(secs, 4.9);  // the timeout, then the wait for an answer (2 s at most)
+  EXPECT_LT(secs, 20.0);
 }
 
 TEST(Daemon, WithoutASecretItRefusesToServeTheNetworkUnlessInsecure) {

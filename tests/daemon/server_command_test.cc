@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "process.h"
 
@@ -51,6 +52,13 @@ TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason)
       {"listen: [a, b]\n", ":1: 'listen' takes one value, not a list"},
       {"config: other.yaml\n", ":1: unknown key 'config'"},
       {"transport: udp\n", ":1: bad value for 'transport'"},
+      // One flag under both spellings, and a flag's value that is not a boolean.
+      {"max_chunk: 4M\ntimeout-ms: 100\nmax-chunk: 8M\n",
+       ":3: 'max-chunk' sets --max-chunk, which 'max_chunk' on line 1 sets already; keep one"},
+      {"timeout_ms: 100\ntimeout_ms: 200\n", ":2: 'timeout_ms' is set twice (first on line 1); keep one"},
+      {"insecure: maybe\n",
+       ":1: bad value for 'insecure': 'maybe' is not true or false; write `insecure: true` or "
+       "`insecure: false`"},
       {"transport: ofi\nofi_provider: nosuch\n",
        ":2: bad value for 'ofi_provider': 'nosuch' is not a libfabric provider on this machine; available: "},
       // Without libfabric built in, no provider is on offer: the first part is refused already.
@@ -114,6 +122,45 @@ TEST_F(ServerCommandTest, ConfigFileSetsFlagsMetricsAreScrapedAndTheTraceIsWritt
     if (e["name"] == "process_name") named = e["args"]["name"] == "optcast server :" + std::to_string(port);
   }
   EXPECT_TRUE(named) << t.dump();
+}
+
+// The trace file keeps up with a running server (about once a second), so that a server killed
+// with SIGKILL still leaves a complete trace of what it did.
+TEST_F(ServerCommandTest, ARunningServerKeepsItsTraceCurrentAndAKilledOneLeavesItWhole) {
+  const std::string trace = dir_ / "live-trace.json";
+  Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--trace", trace});
+  uint16_t port = 0;
+  ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
+  RunResult bench = RunToEnd({Bin(), "bench", "--nranks", "2", "--servers", "127.0.0.1:" + std::to_string(port), "-b",
+                              "256K", "-e", "256K", "-n", "2", "-w", "1"},
+                             milliseconds(60000));
+  ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
+  // What the trace must hold: the event loop's name, and the chunks it received from the bench.
+  auto complete = [&](std::string* why) {
+    nlohmann::json t = nlohmann::json::parse(ReadFile(trace), nullptr, /*allow_exceptions=*/false);
+    if (t.is_discarded()) {
+      *why = "not valid JSON";
+      return false;
+    }
+    bool loop = false;
+    int recvs = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["name"] == "thread_name" && e["args"]["name"] == "server event loop") loop = true;
+      if (e["name"] == "recv" && e["cat"] == "server") ++recvs;
+    }
+    *why = "event loop named: " + std::to_string(loop) + ", recv events: " + std::to_string(recvs);
+    return loop && recvs > 0;
+  };
+  std::string why;
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+  bool current = false;
+  while (!(current = complete(&why)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(current) << "the running server's trace lags more than 5 s: " << why;
+  srv.Signal(SIGKILL);
+  srv.Wait(milliseconds(10000));
+  EXPECT_TRUE(complete(&why)) << "after SIGKILL: " << why;
 }
 
 // `transport:` and `ofi_provider:` pick what carries the protocol; the command line wins over both.

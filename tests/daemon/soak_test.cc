@@ -65,6 +65,7 @@ CollPlan PlanFor(uint64_t job_seed, int i) {
   p.coll = static_cast<CollType>(rng() % 3);
   p.dtype = kTypes[rng() % std::size(kTypes)];
   p.op = static_cast<RedOp>(rng() % kNumRedOps);
+  if (!IsRedOpDefinedFor(p.op, p.dtype)) p.op = RedOp::kSum;  // a bitwise op drawn for a float type
   // Mostly small, sometimes up to a few MiB: many chunks and many windows.
   const int scale = static_cast<int>(rng() % 4);
   const size_t limit = scale == 0 ? 16 : scale == 1 ? 4096 : scale == 2 ? 65536 : 1 << 20;

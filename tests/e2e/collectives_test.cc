@@ -18,7 +18,8 @@ namespace {
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64,
                                   DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,    DataType::kUInt32,
                                   DataType::kInt64,   DataType::kUInt64};
-constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin, RedOp::kMax, RedOp::kAvg};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin, RedOp::kMax,
+                             RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
 
 std::string Context(const char* coll, DataType dt, RedOp op, size_t count, bool in_place) {
   return std::string(coll) + " " + DataTypeName(dt) + " " + RedOpName(op) + " count=" + std::to_string(count) +
@@ -97,6 +98,7 @@ int AllReduceMatrixRank(Shared& sh, const std::vector<std::string>& servers, con
   int k = 0;
   for (DataType dt : kAllTypes) {
     for (RedOp op : kAllOps) {
+      if (!IsRedOpDefinedFor(op, dt)) continue;  // bitwise ops take integer types only
       // Up to 257 elements a collective fits on one server; 40000 elements are striped over both.
       for (size_t count : {1, 2, 3, 7, 64, 129, 257, 40000}) {
         const uint64_t seed = SeedFor(1, static_cast<uint64_t>(dt), static_cast<uint64_t>(op), count);
@@ -121,7 +123,7 @@ int AllReduceMatrixRank(Shared& sh, const std::vector<std::string>& servers, con
   const std::pair<DataType, RedOp> subset[] = {{DataType::kFloat32, RedOp::kSum},  {DataType::kFloat16, RedOp::kAvg},
                                                {DataType::kBFloat16, RedOp::kMax}, {DataType::kFloat64, RedOp::kProd},
                                                {DataType::kInt8, RedOp::kSum},     {DataType::kUInt64, RedOp::kAvg},
-                                               {DataType::kInt32, RedOp::kMin}};
+                                               {DataType::kInt32, RedOp::kMin},    {DataType::kUInt8, RedOp::kBor}};
   for (const auto& [dt, op] : subset) {
     for (size_t count : {1, 5, 31, 257}) {
       const uint64_t seed = SeedFor(3, static_cast<uint64_t>(dt), static_cast<uint64_t>(op), count);
@@ -156,10 +158,10 @@ TEST(E2eAllReduce, EveryDtypeAndOpFourRanksTwoServers) {
 
 int RsAgRank(Shared& sh, const std::vector<std::string>& servers, const JobId& job1, const JobId& job2,
              const JobId& job3, int nranks, int rank) {
-  const std::pair<DataType, RedOp> rs_cases[] = {{DataType::kFloat32, RedOp::kSum},  {DataType::kInt32, RedOp::kMax},
-                                                 {DataType::kFloat16, RedOp::kAvg},  {DataType::kUInt64, RedOp::kProd},
-                                                 {DataType::kBFloat16, RedOp::kMin}, {DataType::kFloat64, RedOp::kAvg},
-                                                 {DataType::kInt8, RedOp::kSum}};
+  const std::pair<DataType, RedOp> rs_cases[] = {
+      {DataType::kFloat32, RedOp::kSum}, {DataType::kInt32, RedOp::kMax},    {DataType::kFloat16, RedOp::kAvg},
+      {DataType::kUInt64, RedOp::kProd}, {DataType::kBFloat16, RedOp::kMin}, {DataType::kFloat64, RedOp::kAvg},
+      {DataType::kInt8, RedOp::kSum},    {DataType::kUInt32, RedOp::kBxor},  {DataType::kInt64, RedOp::kBand}};
   const DataType ag_types[] = {DataType::kFloat32, DataType::kUInt8, DataType::kFloat64, DataType::kBFloat16,
                                DataType::kInt64};
   const JobId* jobs[3] = {&job1, &job2, &job3};

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -594,6 +595,51 @@ TEST(E2eFaults, InvalidOptionsAreRejectedBeforeConnecting) {
   st = Communicator::Create(o, &comm);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("99999"), std::string::npos) << st.ToString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A rank that never calls: the others' own timeout names it, from what each server says it waits
+// for (the servers' job timeout is far away).
+
+TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
+  server::ServerOptions opts = TestServerOptions();
+  opts.job_timeout = milliseconds(60000);
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Start(2, opts));
+  const std::vector<std::string> servers = farm.addresses();
+  const JobId job = JobId::Random();
+  constexpr int kRanks = 3;
+  CommConfig config = FaultConfig();
+  // Short, but long enough for the hellos (which wait as long) on a loaded machine under TSan.
+  config.timeout = milliseconds(3000);
+  std::vector<std::unique_ptr<Communicator>> comms(kRanks);
+  for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(servers, job, kRanks, r, config, &comms[r]));
+  constexpr size_t kCount = size_t{1} << 16;  // 256 KiB of float32: striped over both servers
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
+  std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
+  auto call = [&](int r) {
+    return comms[r]->AllReduce(in[r].data(), out[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
+  };
+  const auto t0 = Clock::now();
+  auto rank0 = std::async(std::launch::async, call, 0);
+  auto rank2 = std::async(std::launch::async, call, 2);  // rank 1 never calls
+  const std::vector<Status> got = {rank0.get(), rank2.get()};
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const Status& st : got) {
+    EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+    for (const std::string& address : servers) {
+      EXPECT_NE(st.message().find("server " + address + " is still waiting for rank(s) 1;"), std::string::npos)
+          << st.ToString();
+    }
+    EXPECT_NE(st.message().find("made no progress for 3000 ms"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("a rank may be stuck or dead"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("OPTCAST_TIMEOUT_MS"), std::string::npos) << st.ToString();
+  }
+  // The timeout, then the servers' answers (at most 2 s more); far from their own 60 s.
+  EXPECT_GE(secs, 2.9);
+  EXPECT_LT(secs, 20.0);
+  comms.clear();
+  EXPECT_EQ(farm.WaitIdle(), "");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -384,6 +384,13 @@ A ApplyOp(RedOp op, A acc, A v) {
     case RedOp::kProd: return static_cast<A>(acc * v);
     case RedOp::kMin: return acc < v ? acc : v;
     case RedOp::kMax: return acc > v ? acc : v;
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor:
+      if constexpr (std::is_integral_v<A>) {
+        return static_cast<A>(op == RedOp::kBand ? (acc & v) : op == RedOp::kBor ? (acc | v) : (acc ^ v));
+      }
+      break;  // bitwise ops on floats are refused before anything is sent
   }
   return acc;
 }

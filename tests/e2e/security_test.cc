@@ -224,6 +224,38 @@ std::vector<uint8_t> ChunkFrame(const wire::Chunk& c) {
   return Concat(Frame(wire::EncodeChunk(c), 4), std::vector<uint8_t>(4, 1));
 }
 
+// A bitwise op on a float type: the client refuses it before sending, and a server that gets one
+// anyway fails the job with a protocol error naming the op and the type.
+TEST(E2eSecurity, ABitwiseOpOnAFloatTypeIsRefusedByClientAndServer) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Start(1, TestServerOptions()));
+  const int fd = RawConnect(farm.port(0));
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendRaw(fd, Frame(HelloMeta(JobId::Random(), 1, 0), 0)));
+  ASSERT_EQ(ReadReply(fd).msg.type, wire::MsgType::kWelcome);
+  wire::Chunk c = OneElementChunk(CollType::kAllReduce, 0, 0, 1);
+  c.desc.dtype = DataType::kFloat32;
+  c.desc.op = RedOp::kBand;
+  ASSERT_TRUE(SendRaw(fd, ChunkFrame(c)));
+  ExpectErrorThenClose(fd, Code::kProtocol, {"band", "float32", "integer"}, "band of float32");
+  ::close(fd);
+
+  std::unique_ptr<Communicator> comm;
+  E2E_ASSERT_OK(MakeComm(farm.addresses(), JobId::Random(), 1, 0, CommConfig{}, &comm));
+  float x[3] = {1, 2, 3};
+  const Status st = comm->AllReduce(x, x, 3, DataType::kFloat64, RedOp::kBxor);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("float64"), std::string::npos) << st.message();
+  // The same communicator goes on: an integer bxor of one rank is its own value.
+  int32_t v[2] = {5, -7};
+  E2E_ASSERT_OK(comm->AllReduce(v, v, 2, DataType::kInt32, RedOp::kBxor));
+  EXPECT_EQ(v[0], 5);
+  EXPECT_EQ(v[1], -7);
+  comm.reset();
+  EXPECT_EQ(farm.WaitIdle(), "");
+}
+
 TEST(E2eSecurity, ARankRunningAheadOfItsJobIsStoppedAtTheOpenChunkLimit) {
   if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   server::ServerOptions o = TestServerOptions();

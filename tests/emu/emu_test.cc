@@ -222,6 +222,7 @@ TEST_F(EmuTest, CongestionControlAndQueueLengthAreSetPerHost) {
       "cc", &j, &out));
   EXPECT_EQ(j["cluster"]["tcp_cc"], "cubic");
   EXPECT_EQ(j["cluster"]["queue_packets"], 100);
+  EXPECT_EQ(j["cluster"]["host_queue"], "fair");
   EXPECT_NE(out.find("cubic, switch queues of 100 packets"), std::string::npos) << out;
   for (const auto& row : j["results"]) EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u) << row.dump();
 
@@ -229,6 +230,48 @@ TEST_F(EmuTest, CongestionControlAndQueueLengthAreSetPerHost) {
   EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --tcp-cc vegas", &out), 0);
   EXPECT_NE(out.find("'vegas' is not one of bbr, cubic, reno"), std::string::npos) << out;
   EXPECT_EQ(EmuNamespaces(), "");
+}
+
+// Packets sent in one host count in the following host-egress class, by its "Sent ... pkt" line.
+uint64_t ClassPackets(const std::string& tc_stats, const std::string& classid) {
+  const size_t at = tc_stats.find("class htb " + classid + " ");
+  if (at == std::string::npos) return UINT64_MAX;
+  const size_t sent = tc_stats.find(" Sent ", at);
+  if (sent == std::string::npos) return UINT64_MAX;
+  const size_t bytes_end = tc_stats.find(" bytes ", sent);
+  return std::strtoull(tc_stats.c_str() + bytes_end + 7, nullptr, 10);
+}
+
+// A host's NIC queue is fair by default: every other host gets its own class, and what a host
+// sends to each destination goes through that destination's class (counted by the kernel); with
+// --host-queue fifo there is one class. Datagrams need no listener, so the count is exact.
+TEST_F(EmuTest, HostQueuesGiveEachDestinationItsOwnClass) {
+  std::string out;
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit", &out), 0) << out;
+  const std::string send =
+      "ip netns exec optcast-emu-w0 python3 -c \"import socket; s = socket.socket(socket.AF_INET, "
+      "socket.SOCK_DGRAM); [s.sendto(b'x' * 100, (d, 9)) for d, n in (('10.99.0.2', 7), ('10.99.0.101', 13)) "
+      "for _ in range(n)]\"";
+  ASSERT_EQ(Shell(send, &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-w0 -s class show dev eth0", &out), 0) << out;
+  // w0's destinations in host order: w1 -> 1:3, s0 -> 1:4; 1:2 takes the rest (ARP).
+  EXPECT_EQ(ClassPackets(out, "1:3"), 7u) << out;
+  EXPECT_EQ(ClassPackets(out, "1:4"), 13u) << out;
+  EXPECT_NE(ClassPackets(out, "1:2"), UINT64_MAX) << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-w0 filter show dev eth0 | grep -c 'match 0a630065/ffffffff'", &out), 0) << out;
+  EXPECT_EQ(out, "1\n") << "one filter for s0's address";
+
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit --host-queue fifo", &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-w0 class show dev eth0", &out), 0) << out;
+  EXPECT_NE(out.find("class htb 1:1 root"), std::string::npos) << out;
+  EXPECT_EQ(out.find("1:2"), std::string::npos) << "a FIFO host queue has one class: " << out;
+  out.clear();
+  EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --host-queue drr", &out), 0);
+  EXPECT_NE(out.find("--host-queue"), std::string::npos) << out;
 }
 
 // A worker's link cut in the middle of a job: the rank behind it and the rank still connected

@@ -1,4 +1,5 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -14,11 +15,29 @@
 #include "transport/factory.h"
 #include "transport/ofi/connection.h"
 #include "transport/ofi/fabric.h"
+#include "transport/ofi/libfabric.h"
 
 namespace optcast::transport {
 namespace {
 
 using std::chrono::milliseconds;
+
+// libfabric is loaded with dlopen (ofi/libfabric.h) and its functions bound by symbol version.
+// Each version named must be the one a program linked against this machine's libfabric, whose
+// headers the transport is compiled with, would bind: its default version. A wrong (older)
+// version would hand over structures of another layout without a word.
+TEST(Libfabric, BindsTheVersionsALinkedProgramWouldGet) {
+  ASSERT_TRUE(ofi::LoadLibfabric().ok()) << ofi::LoadLibfabric().ToString();
+  void* lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  for (const ofi::LibfabricSymbol& s : ofi::kLibfabricSymbols) {
+    void* bound = dlvsym(lib, s.name, s.version);
+    EXPECT_NE(bound, nullptr) << s.name << "@" << s.version;
+    EXPECT_EQ(bound, dlsym(lib, s.name)) << s.name << "@" << s.version << " is not the default version";
+  }
+  EXPECT_EQ(reinterpret_cast<void*>(ofi::Libfabric().getinfo), dlvsym(lib, "fi_getinfo", "FABRIC_1.3"));
+  dlclose(lib);
+}
 
 // Collects every message a connection delivers: metas, and payloads into buffers of their own.
 class Collector final : public MessageHandler {

@@ -38,6 +38,9 @@ constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat16, DataTy
                                   DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,    DataType::kUInt32,
                                   DataType::kInt64,   DataType::kUInt64};
 constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin, RedOp::kMax, RedOp::kAvg};
+constexpr DataType kIntegerTypes[] = {DataType::kInt8,   DataType::kUInt8, DataType::kInt32,
+                                      DataType::kUInt32, DataType::kInt64, DataType::kUInt64};
+constexpr RedOp kBitwiseOps[] = {RedOp::kBand, RedOp::kBor, RedOp::kBxor};
 // 5 and 13 add the partial second/third passes of the 4-sources-per-pass kernel.
 constexpr int kSourceCounts[] = {1, 2, 3, 4, 5, 8, 13};
 // Scalar tail only; 64-element sub-blocks + tail; full 1024 blocks + sub-block + tail; blocks +
@@ -120,6 +123,17 @@ T IntegerReference(RedOp op, const Sources<T>& sources, size_t i) {
         return static_cast<T>(static_cast<uint64_t>(sum) / static_cast<uint64_t>(n));
       }
     }
+    // Bitwise: the 64-bit pattern of each value, combined and cut back to the element's width.
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: {
+      uint64_t bits = static_cast<uint64_t>(sources[0][i]);
+      for (int k = 1; k < n; ++k) {
+        const uint64_t v = static_cast<uint64_t>(sources[k][i]);
+        bits = op == RedOp::kBand ? (bits & v) : op == RedOp::kBor ? (bits | v) : (bits ^ v);
+      }
+      return static_cast<T>(bits);
+    }
   }
   return 0;
 }
@@ -136,6 +150,23 @@ Sources<T> RandomIntegers(int nsrc, size_t count, std::mt19937_64& rng) {
 template <typename T>
 void CheckIntegerCombine(DataType dtype, RedOp op, int nsrc, size_t count, std::mt19937_64& rng) {
   const Sources<T> sources = RandomIntegers<T>(nsrc, count, rng);
+  const std::vector<T> got = CombineChecked(dtype, op, sources);
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(got[i], IntegerReference(op, sources, i)) << "element " << i;
+  }
+}
+
+// Bitwise ops: uniform bits would make band nearly all zeros and bor nearly all ones with many
+// sources. Each source keeps or drops each bit with a bias that leaves both values common.
+template <typename T>
+void CheckBitwiseCombine(DataType dtype, RedOp op, int nsrc, size_t count, std::mt19937_64& rng) {
+  Sources<T> sources(nsrc, std::vector<T>(count));
+  for (auto& s : sources) {
+    for (auto& v : s) {
+      const uint64_t a = rng(), b = rng(), c = rng();
+      v = static_cast<T>(op == RedOp::kBand ? (a | b | c) : op == RedOp::kBor ? (a & b & c) : a);
+    }
+  }
   const std::vector<T> got = CombineChecked(dtype, op, sources);
   for (size_t i = 0; i < count; ++i) {
     ASSERT_EQ(got[i], IntegerReference(op, sources, i)) << "element " << i;
@@ -178,6 +209,9 @@ void CheckFloatCombine(DataType dtype, RedOp op, int nsrc, size_t count, std::mt
         break;
       case RedOp::kMin: ASSERT_EQ(got[i], min) << "element " << i; break;
       case RedOp::kMax: ASSERT_EQ(got[i], max) << "element " << i; break;
+      case RedOp::kBand:
+      case RedOp::kBor:
+      case RedOp::kBxor: FAIL() << "bitwise ops are not defined for floats";
     }
   }
 }
@@ -220,6 +254,9 @@ void CheckHalfCombine(const Format& format, DataType dtype, RedOp op, int nsrc, 
       case RedOp::kMin: exact = min; break;
       case RedOp::kMax: exact = max; break;
       case RedOp::kAvg: exact = sum / nsrc; break;
+      case RedOp::kBand:
+      case RedOp::kBor:
+      case RedOp::kBxor: FAIL() << "bitwise ops are not defined for floats";
     }
     const uint16_t expected = RoundAndEncode(format, exact);
     if (op == RedOp::kProd) {
@@ -294,6 +331,9 @@ T ApplyOp(RedOp op, T a, T b) {
     case RedOp::kProd: return a * b;
     case RedOp::kMin: return PlainMin(a, b);
     case RedOp::kMax: return PlainMax(a, b);
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: break;  // not defined for floats
   }
   return a;
 }
@@ -563,6 +603,100 @@ TEST(CombineSemantics, FixedOrderIsBitwiseReproducible) {
   const std::vector<float> first = CombineChecked(DataType::kFloat32, RedOp::kSum, sources);
   const std::vector<float> second = CombineChecked(DataType::kFloat32, RedOp::kSum, sources);
   EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
+}
+
+// ---- Bitwise ops: integer types only. ----
+
+using IntegerTypeAndOp = std::tuple<DataType, RedOp>;
+class BitwiseCombineTest : public ::testing::TestWithParam<IntegerTypeAndOp> {};
+
+TEST_P(BitwiseCombineTest, MatchesIndependentReferenceBitForBit) {
+  const auto [dtype, op] = GetParam();
+  std::mt19937_64 rng(31 + static_cast<uint64_t>(dtype) * 100 + static_cast<uint64_t>(op));
+  for (const int nsrc : kSourceCounts) {
+    for (const size_t count : kCounts) {
+      SCOPED_TRACE("nsrc=" + std::to_string(nsrc) + " count=" + std::to_string(count));
+      switch (dtype) {
+        case DataType::kInt8: CheckBitwiseCombine<int8_t>(dtype, op, nsrc, count, rng); break;
+        case DataType::kUInt8: CheckBitwiseCombine<uint8_t>(dtype, op, nsrc, count, rng); break;
+        case DataType::kInt32: CheckBitwiseCombine<int32_t>(dtype, op, nsrc, count, rng); break;
+        case DataType::kUInt32: CheckBitwiseCombine<uint32_t>(dtype, op, nsrc, count, rng); break;
+        case DataType::kInt64: CheckBitwiseCombine<int64_t>(dtype, op, nsrc, count, rng); break;
+        case DataType::kUInt64: CheckBitwiseCombine<uint64_t>(dtype, op, nsrc, count, rng); break;
+        default: FAIL() << "not an integer type";
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST_P(BitwiseCombineTest, AccumulateIsOneStep) {
+  const auto [dtype, op] = GetParam();
+  std::mt19937_64 rng(37 + static_cast<uint64_t>(dtype) * 100 + static_cast<uint64_t>(op));
+  for (const size_t count : kCounts) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    switch (dtype) {
+      case DataType::kInt8: CheckIntegerAccumulate<int8_t>(dtype, op, count, rng); break;
+      case DataType::kUInt8: CheckIntegerAccumulate<uint8_t>(dtype, op, count, rng); break;
+      case DataType::kInt32: CheckIntegerAccumulate<int32_t>(dtype, op, count, rng); break;
+      case DataType::kUInt32: CheckIntegerAccumulate<uint32_t>(dtype, op, count, rng); break;
+      case DataType::kInt64: CheckIntegerAccumulate<int64_t>(dtype, op, count, rng); break;
+      case DataType::kUInt64: CheckIntegerAccumulate<uint64_t>(dtype, op, count, rng); break;
+      default: FAIL() << "not an integer type";
+    }
+    if (HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(IntegerTypes, BitwiseCombineTest,
+                         ::testing::Combine(::testing::ValuesIn(kIntegerTypes), ::testing::ValuesIn(kBitwiseOps)),
+                         [](const ::testing::TestParamInfo<IntegerTypeAndOp>& info) {
+                           return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
+                                  RedOpName(std::get<1>(info.param));
+                         });
+
+// A few values worked by hand, so the reference above is not the only witness.
+TEST(BitwiseCombine, KnownValues) {
+  const uint8_t a[3] = {0xf0, 0xff, 0x0f}, b[3] = {0x3c, 0x00, 0x0f}, c[3] = {0x0f, 0x81, 0xf0};
+  const void* srcs[3] = {a, b, c};
+  uint8_t out[3];
+  ASSERT_TRUE(Combine(DataType::kUInt8, RedOp::kBand, srcs, 3, out, 3).ok());
+  EXPECT_EQ(out[0], 0x00);
+  EXPECT_EQ(out[1], 0x00);
+  EXPECT_EQ(out[2], 0x00);
+  ASSERT_TRUE(Combine(DataType::kUInt8, RedOp::kBor, srcs, 3, out, 3).ok());
+  EXPECT_EQ(out[0], 0xff);
+  EXPECT_EQ(out[1], 0xff);
+  EXPECT_EQ(out[2], 0xff);
+  ASSERT_TRUE(Combine(DataType::kUInt8, RedOp::kBxor, srcs, 3, out, 3).ok());
+  EXPECT_EQ(out[0], 0xf0 ^ 0x3c ^ 0x0f);
+  EXPECT_EQ(out[1], 0x7e);
+  EXPECT_EQ(out[2], 0xf0);
+  const int64_t x[2] = {-1, INT64_MIN}, y[2] = {INT64_MIN, 5};
+  const void* s64[2] = {x, y};
+  int64_t o64[2];
+  ASSERT_TRUE(Combine(DataType::kInt64, RedOp::kBand, s64, 2, o64, 2).ok());
+  EXPECT_EQ(o64[0], INT64_MIN);
+  EXPECT_EQ(o64[1], 0);
+  ASSERT_TRUE(Combine(DataType::kInt64, RedOp::kBxor, s64, 2, o64, 2).ok());
+  EXPECT_EQ(o64[0], INT64_MAX);
+  EXPECT_EQ(o64[1], INT64_MIN + 5);
+}
+
+TEST(BitwiseCombine, RefusedForFloatingPointTypes) {
+  const double a[1] = {1}, b[1] = {2};
+  const void* srcs[2] = {a, b};
+  double out[1] = {7};
+  for (const DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64}) {
+    for (const RedOp op : kBitwiseOps) {
+      const Status st = Combine(dt, op, srcs, 2, out, 1);
+      EXPECT_EQ(st.code(), Code::kInvalidArgument) << DataTypeName(dt) << " " << RedOpName(op);
+      EXPECT_NE(st.message().find(DataTypeName(dt)), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("integer"), std::string::npos) << st.message();
+      EXPECT_EQ(Accumulate(dt, op, out, a, 1).code(), Code::kInvalidArgument);
+    }
+  }
+  EXPECT_EQ(out[0], 7);  // untouched
 }
 
 // ---- Argument checking. ----

@@ -88,9 +88,9 @@ class Servers(unittest.TestCase):
 
 
 class Tree(unittest.TestCase):
-    def check(self, n, rack, leaves, roots, factor, size=32 * MIB, oversub=1):
+    def check(self, n, rack, leaves, roots, factor, size=32 * MIB, oversub=1, placement="spread"):
         r = run("--algo", "tree", "-n", n, "-m", leaves, "--roots", roots, "--bytes", size, "--latency-us", 5,
-                "--rack-size", rack, "--oversub", oversub)
+                "--rack-size", rack, "--oversub", oversub, "--root-placement", placement)
         chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
         ref = size / B * factor * (1 + 4 / chunks)
         self.assertAlmostEqual(r["time_s"] / ref, 1.0, delta=0.06,
@@ -111,6 +111,14 @@ class Tree(unittest.TestCase):
     def test_root_fan_in_limits(self):
         # 4 racks of 8 workers into 1 root: the root takes 4 S in.
         self.check(32, 8, 8, 1, 4.0)
+
+    def test_roots_in_one_rack_meet_its_uplink(self):
+        # 8 racks of 8 workers on 8 leaves, 8 roots, 4:1 uplinks of 2 B. All roots in one rack: its
+        # uplink takes every rack's partials, 8 S in through 2 B. Spread (root q in rack q) or on the
+        # spine: a rack's uplink carries 7/8 S of partials and results each way, and the leaves'
+        # (8 + 1)/8 S is the bound again.
+        for placement, factor in (("rack", 4.0), ("spread", 9 / 8), ("spine", 9 / 8)):
+            self.check(64, 8, 8, 8, factor, size=16 * MIB, oversub=4, placement=placement)
 
 
 class Fold(unittest.TestCase):
@@ -146,6 +154,14 @@ class Fold(unittest.TestCase):
             chunks = -(-(size / r["stripes"]) // r["chunk_bytes"])
             self.assertAlmostEqual(r["time_s"] / (size / B * 4.0 * (1 + 4 / chunks)), 1.0, delta=0.06, msg=k)
 
+    def test_a_folded_tree_with_spread_roots_reads_as_the_whole_one(self):
+        # Spread roots sit in the worker racks whole; folded, each keeps its share of a port in a
+        # rack of its own (fabric.cc). At 4:1 neither uplink binds, so both read the leaves' bound.
+        base = ("--algo", "tree", "-n", 64, "-m", 8, "--roots", 8, "--bytes", 16 * MIB, "--latency-us", 5,
+                "--rack-size", 8, "--oversub", 4)
+        whole, folded = run(*base), run(*base, "--simulated-racks", 1)
+        self.assertAlmostEqual(folded["time_s"] / whole["time_s"], 1.0, delta=0.05)
+
     def test_folded_servers_keep_their_link_share(self):
         # 64 workers in 8 racks on 16 flat servers: each server link carries n/M = 4 S each way.
         size = 16 * MIB
@@ -177,7 +193,8 @@ class BadInput(unittest.TestCase):
         for args, words in ((["--algo", "hypercube"], "ring, servers or tree"),
                             (["--workers", "1"], "at least 2"),
                             (["--oversub", "0.5"], "non-blocking"),
-                            (["--bytes", "12Q"], "1M")):
+                            (["--bytes", "12Q"], "1M"),
+                            (["--algo", "tree", "--root-placement", "pod"], "spread, rack or spine")):
             p = subprocess.run([SIM, *args], capture_output=True, text=True, timeout=30)
             self.assertEqual(p.returncode, 2, args)
             self.assertIn(words, p.stderr, args)

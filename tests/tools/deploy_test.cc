@@ -1,7 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 // deploy/ stays consistent with the code: the Kubernetes manifests parse and agree with each
 // other (names, ports, labels), their embedded server configuration starts a real server, the
-// systemd unit runs the shipped configuration, and the launch scripts are valid shell.
+// systemd unit runs the shipped configuration, the stop timeouts exceed the drain time, the
+// images run as a user, and the launch scripts are valid shell.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -101,6 +102,77 @@ TEST(Deploy, SystemdUnitRunsTheShippedConfiguration) {
   EXPECT_NE(unit.find("install -D -m 644 deploy/optcast-server.yaml /etc/optcast/server.yaml"), std::string::npos);
   EXPECT_NE(unit.find("LoadCredential=secret:/etc/optcast/secret"), std::string::npos);
   EXPECT_NE(unit.find("--secret-file %d/secret"), std::string::npos);
+}
+
+// The value of `key=` on its own line of a systemd unit ("45" for TimeoutStopSec=45), or "".
+std::string UnitValue(const std::string& unit, const std::string& key) {
+  const size_t at = unit.find("\n" + key + "=");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size() + 2;
+  return unit.substr(begin, unit.find('\n', begin) - begin);
+}
+
+// On SIGTERM the server drains for shutdown-timeout-ms; systemd and Kubernetes kill it after
+// their stop timeouts, which must therefore be longer, everywhere, and say so alike.
+TEST(Deploy, StopTimeoutsExceedTheDrainTimeAndTheDocsSayTheSame) {
+  const std::string unit = ReadFile(kDeploy + "/systemd/optcast-server.service");
+  const std::string stop_text = UnitValue(unit, "TimeoutStopSec");
+  ASSERT_FALSE(stop_text.empty()) << "the unit sets no TimeoutStopSec";
+  const int unit_stop_s = std::stoi(stop_text);
+  const YAML::Node shipped = YAML::LoadFile(kDeploy + "/optcast-server.yaml");
+  ASSERT_TRUE(shipped["shutdown-timeout-ms"]) << "optcast-server.yaml should state the drain time the unit relies on";
+  const int drain_ms = shipped["shutdown-timeout-ms"].as<int>();
+  EXPECT_GT(unit_stop_s * 1000, drain_ms) << "systemd would kill the server mid-drain";
+
+  auto docs = ByKind(kDeploy + "/kubernetes/optcast-servers.yaml");
+  const YAML::Node config = YAML::Load(docs["ConfigMap"]["data"]["server.yaml"].as<std::string>());
+  ASSERT_TRUE(config["shutdown-timeout-ms"]);
+  const int k8s_drain_ms = config["shutdown-timeout-ms"].as<int>();
+  const int grace_s = docs["StatefulSet"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as<int>();
+  EXPECT_GT(grace_s * 1000, k8s_drain_ms) << "Kubernetes would kill the server mid-drain";
+  EXPECT_EQ(k8s_drain_ms, drain_ms);
+  EXPECT_EQ(grace_s, unit_stop_s);
+
+  // The unit's comment and docs/deploying.md name the same figures.
+  const std::string drain_s = std::to_string(drain_ms / 1000) + " s";
+  EXPECT_NE(unit.find("shutdown-timeout-ms (" + drain_s), std::string::npos) << "the unit's comment";
+  const std::string guide = ReadFile(std::string(OPTCAST_SOURCE_DIR) + "/docs/deploying.md");
+  for (const std::string& figure :
+       {"TimeoutStopSec=" + stop_text, "terminationGracePeriodSeconds: " + std::to_string(grace_s),
+        "shutdown-timeout-ms: " + std::to_string(drain_ms)}) {
+    EXPECT_NE(guide.find(figure), std::string::npos) << "docs/deploying.md does not say " << figure;
+  }
+}
+
+// The image: built in one stage, run from another that has no compiler and runs as a user; the
+// plugin image holds the file the workers' init container copies; the context leaves builds out.
+TEST(Deploy, ImagesRunAsAUserAndShipWhatTheManifestsUse) {
+  const std::string dockerfile = ReadFile(kDeploy + "/docker/Dockerfile");
+  const size_t server = dockerfile.find("\nFROM debian:12-slim AS server");
+  ASSERT_NE(server, std::string::npos) << "the last stage should be the server's";
+  const std::string runtime = dockerfile.substr(server);
+  EXPECT_EQ(runtime.find("\nFROM "), runtime.rfind("\nFROM ")) << "the server stage should be the last";
+  EXPECT_NE(runtime.find("\nUSER 10001"), std::string::npos) << "the server should run as a user";
+  EXPECT_EQ(runtime.find("setup.sh"), std::string::npos) << "no build dependencies in the server image";
+  EXPECT_NE(runtime.find("rm -rf /var/lib/apt/lists/* /tmp/debs /etc/optcast/secret"), std::string::npos)
+      << "no secret may stay in the image";
+
+  auto servers = ByKind(kDeploy + "/kubernetes/optcast-servers.yaml");
+  const YAML::Node security = servers["StatefulSet"]["spec"]["template"]["spec"]["securityContext"];
+  EXPECT_EQ(security["runAsUser"].as<int>(), 10001);
+  EXPECT_EQ(security["fsGroup"].as<int>(), 10001) << "the mounted secret reaches the user through its group";
+
+  auto workers = ByKind(kDeploy + "/kubernetes/worker-example.yaml");
+  const YAML::Node init = workers["Job"]["spec"]["template"]["spec"]["initContainers"][0];
+  const std::string copied = init["command"][1].as<std::string>();
+  EXPECT_NE(dockerfile.find("AS nccl-plugin\nCOPY --from=build /plugin/usr/lib/libnccl-net-optcast.so " + copied),
+            std::string::npos)
+      << "the init container copies " << copied << ", which the nccl-plugin image should hold";
+
+  const std::string ignore = ReadFile(std::string(OPTCAST_SOURCE_DIR) + "/.dockerignore");
+  for (const char* left_out : {"\n.git\n", "\nbuild\n", "\nbuild-*\n"}) {
+    EXPECT_NE(ignore.find(left_out), std::string::npos) << ".dockerignore should leave out " << left_out;
+  }
 }
 
 TEST(Deploy, LaunchScriptsAreValidShell) {

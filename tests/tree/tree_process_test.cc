@@ -2,6 +2,7 @@
 // Aggregation trees of real `optcast server` processes: one built from a topology file, and one
 // whose inner server is SIGKILLed mid-collective.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -12,8 +13,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
+#include "config/topology.h"
 #include "harness.h"
 #include "optcast/communicator.h"
 #include "optcast/job_id.h"
@@ -136,6 +141,102 @@ TEST(TreeProcess, TopologyFileDepth3) {
   }
 }
 
+// A port that is free on every one of `hosts` (loopback addresses), and the next `more` ports too.
+uint16_t FreePortOn(const std::vector<std::string>& hosts, int more) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const uint16_t base = FreePort();
+    bool ok = base != 0 && base + more < 65535;
+    for (const std::string& h : hosts) {
+      for (int i = 0; ok && i <= more; ++i) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<uint16_t>(base + i));
+        ok = inet_pton(AF_INET, h.c_str(), &a.sin_addr) == 1 &&
+             bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+        close(fd);
+      }
+    }
+    if (ok) return base;
+  }
+  return 0;
+}
+
+// A tree written by `optcast topology`: two racks of two hosts, two leaves per rack, so two
+// trees whose roots sit in different racks. Each rank uses the OPTCAST_SERVERS the command printed
+// for its host (its rack's two leaves: two stripes, one per tree); every server is an
+// `optcast server --topology FILE --name NAME` process listening on its entry's address.
+TEST(TreeProcess, TwoTreesFromOptcastTopologyWithRootsInDifferentRacks) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  const std::vector<std::string> hosts{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"};
+  const uint16_t port = FreePortOn(hosts, 1);
+  ASSERT_NE(port, 0);
+  char list[] = "/tmp/optcast-hosts-XXXXXX", yaml[] = "/tmp/optcast-tree-XXXXXX";
+  close(mkstemp(list));
+  close(mkstemp(yaml));
+  std::ofstream(list) << "127.0.0.1 ra\n127.0.0.2 ra\n127.0.0.3 rb\n127.0.0.4 rb\n";
+  const std::string cmd = daemon::OptcastBinary() + " topology " + list + " -o " + yaml +
+                          " --leaves-per-rack 2 --port " + std::to_string(port) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t got; (got = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, got);
+  ASSERT_EQ(pclose(p), 0) << out;
+  std::map<std::string, std::vector<std::string>> servers_of;  // host -> OPTCAST_SERVERS
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t eq = line.find(" OPTCAST_SERVERS=");
+    if (eq == std::string::npos) continue;
+    std::istringstream list_in(line.substr(eq + 17));
+    for (std::string s; std::getline(list_in, s, ',');) servers_of[line.substr(0, eq)].push_back(s);
+  }
+  ASSERT_EQ(servers_of.size(), 4u) << out;
+  config::Topology topo;
+  ASSERT_TRUE(config::ReadTopology(yaml, &topo).ok());
+  ASSERT_EQ(topo.servers.size(), 6u);
+  std::vector<std::unique_ptr<daemon::ServerProcess>> procs;
+  std::set<std::string> root_racks;
+  for (const auto& s : topo.servers) {
+    if (s.parent.empty()) root_racks.insert(s.rack);
+    procs.push_back(std::make_unique<daemon::ServerProcess>());
+    const std::string at = s.address.host + ":" + std::to_string(s.address.port);
+    const Status st =
+        procs.back()->Start({"--topology", yaml, "--name", s.name, "--listen", at, "--reduce-threads", "0"});
+    ASSERT_TRUE(st.ok()) << s.name << ": " << st.ToString();
+  }
+  EXPECT_EQ(root_racks, (std::set<std::string>{"ra", "rb"}));
+  // Ranks 0, 1 in rack ra and 2, 3 in rb; both trees have this shape: root, then one leaf per rack.
+  const TreeShape shape{{-1, 0, 0}, {1, 1, 2, 2}};
+  const size_t count = 20000;
+  for (DataType dt : {DataType::kFloat32, DataType::kInt32}) {
+    const JobId job = JobId::Random();
+    std::vector<Status> st(4);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 4; ++r) {
+      threads.emplace_back([&, r] {
+        e2e::CommConfig c;
+        c.chunk_bytes = 8192;
+        std::unique_ptr<Communicator> comm;
+        st[r] = e2e::MakeComm(servers_of.at(hosts[r]), job, 4, r, c, &comm);
+        if (!st[r].ok()) return;
+        std::vector<uint8_t> in(count * DataTypeSize(dt)), got(in.size());
+        e2e::FillInput(dt, RedOp::kSum, 31, r, 0, count, in.data());
+        st[r] = comm->AllReduce(in.data(), got.data(), count, dt, RedOp::kSum);
+        if (st[r].ok()) {
+          const std::string err = VerifyTree(shape, got.data(), dt, RedOp::kSum, 31, count);
+          if (!err.empty()) st[r] = InternalError(err);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 4; ++r)
+      EXPECT_TRUE(st[r].ok()) << DataTypeName(dt) << " rank " << r << ": " << st[r].ToString();
+  }
+  std::remove(list);
+  std::remove(yaml);
+}
+
 // A root named by --topology takes a job wider than its --max-fan-in from the first hello on,
 // even when that hello is from one of its own ranks and no child server has joined yet.
 TEST(TreeProcess, TopologyRootTakesAWideJobWhoseOwnRankSaysHelloFirst) {
@@ -176,6 +277,27 @@ TEST(TreeProcess, BadTreeFlagsAreRefused) {
     EXPECT_FALSE(st.ok());
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.ToString();
   }
+  std::remove(path);
+}
+
+// A root whose topology file puts another root in its rack starts, and names both and the fix.
+TEST(TreeProcess, ARootWarnsOfRootsSharingItsRack) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  char path[] = "/tmp/optcast-tree-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const uint16_t port = FreePort();
+  std::ofstream(path) << "servers:\n  - {name: root-0, address: '127.0.0.1:" << port
+                      << "', rack: a}\n  - {name: root-1, address: '127.0.0.1:9', rack: a}\n"
+                         "  - {name: leaf-a, address: '127.0.0.1:9', rack: a, parent: root-0}\n"
+                         "  - {name: leaf-b, address: '127.0.0.1:9', rack: b, parent: root-1}\n";
+  daemon::ServerProcess p;
+  const Status st = p.Start({"--topology", path, "--name", "root-0"});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::string out = p.Output();
+  EXPECT_NE(out.find("roots root-0, root-1 all sit in rack 'a'"), std::string::npos) << out;
+  EXPECT_NE(out.find("rack: spine"), std::string::npos) << out;
   std::remove(path);
 }
 

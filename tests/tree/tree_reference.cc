@@ -53,6 +53,9 @@ A Apply(RedOp op, A acc, A v) {
     case RedOp::kProd: return static_cast<A>(acc * v);
     case RedOp::kMin: return acc < v ? acc : v;
     case RedOp::kMax: return acc > v ? acc : v;
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: break;  // integer types only: their reference is e2e::FillReference
   }
   return acc;
 }

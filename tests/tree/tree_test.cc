@@ -109,6 +109,16 @@ TEST(Tree, Depth3EveryTypeAndOp) {
   ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 200, AllTypes(), AllOps()));
 }
 
+// Bitwise ops of every integer type pass through the tree as they are, bit for bit.
+TEST(Tree, Depth3BitwiseOps) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
+  const std::vector<DataType> ints = {DataType::kInt8,   DataType::kUInt8, DataType::kInt32,
+                                      DataType::kUInt32, DataType::kInt64, DataType::kUInt64};
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 250, ints, {RedOp::kBand, RedOp::kBor, RedOp::kBxor}));
+}
+
 // With reduction threads, chunks large enough to be worth the hand-off combine off the event loop.
 TEST(Tree, Depth3EveryTypeAndOpOnReductionThreads) {
   const TreeShape shape = Depth3();

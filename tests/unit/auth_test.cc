@@ -3,9 +3,11 @@
 // the join handshake that ranks and servers share, and the memory budgets behind the server's
 // limits.
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -154,6 +156,35 @@ TEST_F(SecretFile, RefusesFilesOthersCanReadShortSecretsAndMissingFiles) {
   st = auth::LoadSecretFile("/nonexistent/optcast-secret", &s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("/nonexistent/optcast-secret"), std::string::npos) << st.message();
+}
+
+// A server in a container runs as a user of its own; Kubernetes mounts its secret owned by root,
+// readable by the pod's group (fsGroup), mode 0440. That is accepted; a file the group may write,
+// or that everyone may read, is not.
+TEST_F(SecretFile, AUserReadsARootOwnedSecretThroughItsGroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give the file to root and run as another user";
+  constexpr uid_t kNobody = 65534;
+  const std::string path = Write("a-secret-of-sixteen-bytes\n", 0440);
+  ASSERT_EQ(::chown(path.c_str(), 0, kNobody), 0);
+  // 0: read the secret, 1: refused; the check runs in a child that became user and group nobody.
+  auto as_nobody = [&](mode_t mode) {
+    ::chmod(path.c_str(), mode);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(2);
+      std::string s;
+      ::_exit(auth::LoadSecretFile(path, &s).ok() && s == "a-secret-of-sixteen-bytes" ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(as_nobody(0440), 0);
+  EXPECT_EQ(as_nobody(0460), 1) << "the group may write it";
+  EXPECT_EQ(as_nobody(0444), 1) << "everyone may read it";
+  // Owned by a third user and readable by the group: refused as well.
+  ASSERT_EQ(::chown(path.c_str(), 4242, kNobody), 0);
+  EXPECT_EQ(as_nobody(0440), 1);
 }
 
 TEST_F(SecretFile, EnvironmentPrefersTheFile) {

@@ -191,8 +191,10 @@ TEST(RedOpNames, CanonicalAndAliases) {
     EXPECT_EQ(*parsed, op);
   }
   const std::pair<const char*, RedOp> cases[] = {
-      {"product", RedOp::kProd}, {"mean", RedOp::kAvg}, {"SUM", RedOp::kSum}, {"Max", RedOp::kMax},
-      {"MIN", RedOp::kMin},      {"AVG", RedOp::kAvg},  {"Prod", RedOp::kProd},
+      {"product", RedOp::kProd}, {"mean", RedOp::kAvg}, {"SUM", RedOp::kSum},   {"Max", RedOp::kMax},
+      {"MIN", RedOp::kMin},      {"AVG", RedOp::kAvg},  {"Prod", RedOp::kProd}, {"BAND", RedOp::kBand},
+      {"and", RedOp::kBand},     {"bor", RedOp::kBor},  {"OR", RedOp::kBor},    {"bxor", RedOp::kBxor},
+      {"Xor", RedOp::kBxor},
   };
   for (const auto& [name, want] : cases) {
     const auto got = ParseRedOp(name);
@@ -202,6 +204,22 @@ TEST(RedOpNames, CanonicalAndAliases) {
   for (const char* name : {"", "add", "multiply", "average", "minimum", " sum"}) {
     EXPECT_FALSE(ParseRedOp(name).has_value()) << "'" << name << "'";
   }
+}
+
+TEST(RedOpNames, BitwiseOpsAreDefinedForIntegerTypesOnly) {
+  for (int o = 0; o < kNumRedOps; ++o) {
+    const auto op = static_cast<RedOp>(o);
+    EXPECT_EQ(IsBitwise(op), o >= 5) << RedOpName(op);
+    for (int d = 0; d < kNumDataTypes; ++d) {
+      const auto dt = static_cast<DataType>(d);
+      EXPECT_EQ(IsRedOpDefinedFor(op, dt), !IsBitwise(op) || !IsFloatingPoint(dt))
+          << RedOpName(op) << " " << DataTypeName(dt);
+    }
+  }
+  const std::string msg = UndefinedRedOpMessage(RedOp::kBxor, DataType::kBFloat16);
+  EXPECT_NE(msg.find("bxor"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bfloat16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("integer type"), std::string::npos) << msg;
 }
 
 TEST(CollTypeNames, Stable) {

@@ -65,10 +65,20 @@ std::vector<std::vector<uint8_t>> AllValidMessages() {
   h.rank = 2;
   ErrorMsg e{Code::kMismatch, 9, "boom"};
   ChunkDone d{5, {1, 2, 3}};
-  return {EncodeHello(h),  EncodeWelcome({1u << 20, 30000}),
-          EncodeError(e),  EncodeChunk(SampleChunk()),
-          EncodeResult(d), EncodeAck(d),
-          EncodeBye()};
+  return {EncodeHello(h),
+          EncodeWelcome({1u << 20, 30000}),
+          EncodeError(e),
+          EncodeChunk(SampleChunk()),
+          EncodeResult(d),
+          EncodeAck(d),
+          EncodeBye(),
+          EncodeStallQuery(5),
+          EncodeStallReport(StallReport{5, "1,3"}),
+          EncodeFailover(FailoverReport{1, 0, 0x2, 6, {5}}),
+          EncodeAgreed(FailoverAgreed{1, 0x2, 6, {5}}),
+          EncodeNotice(0x2),
+          EncodeEpoch(EpochChange{1, 0x2, 6}),
+          EncodeHeartbeat()};
 }
 
 // ---- Round trips ----
@@ -215,6 +225,29 @@ TEST(WireRoundTrip, GrowAndSealed) {
   EXPECT_EQ(DecodeBytes(sealed, &out).code(), Code::kProtocol);
 }
 
+TEST(WireRoundTrip, StallQueryAndReport) {
+  Message out;
+  const auto query = EncodeStallQuery(0x0102030405060708ull);
+  EXPECT_EQ(query.size(), kPrefixBytes + 8);
+  ASSERT_TRUE(DecodeBytes(query, &out).ok());
+  EXPECT_EQ(out.type, MsgType::kStallQuery);
+  EXPECT_EQ(out.stall_query_seq, 0x0102030405060708ull);
+  ASSERT_TRUE(DecodeBytes(EncodeStallReport(StallReport{77, "1,3"}), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kStallReport);
+  EXPECT_EQ(out.stall_report.coll_seq, 77u);
+  EXPECT_EQ(out.stall_report.waiting_for, "1,3");
+  // A long answer is cut to the error-text limit, as errors are.
+  ASSERT_TRUE(DecodeBytes(EncodeStallReport(StallReport{1, std::string(kMaxErrorText + 10, 'x')}), &out).ok());
+  EXPECT_EQ(out.stall_report.waiting_for.size(), kMaxErrorText);
+  // Exact lengths: a query with a trailing byte, a report whose text is shorter than it says.
+  auto longer = query;
+  longer.push_back(0);
+  EXPECT_EQ(DecodeBytes(longer, &out).code(), Code::kProtocol);
+  auto report = EncodeStallReport(StallReport{1, "2"});
+  report.pop_back();
+  EXPECT_EQ(DecodeBytes(report, &out).code(), Code::kProtocol);
+}
+
 TEST(WireRoundTrip, FailoverMessages) {
   Message out;
   FailoverReport r;
@@ -255,6 +288,17 @@ TEST(WireRoundTrip, FailoverMessages) {
   EXPECT_FALSE(IsRecoverySeq(1234));
   EXPECT_EQ(RootSeq(seq), 1234u);
   EXPECT_NE(RecoverySeq(4, 1234), seq);
+}
+
+TEST(WireRoundTrip, LaterMessageTypesKeepTheirDocumentedNumbers) {
+  // docs/protocol.md: StallQuery and StallReport are 12 and 13, the failover messages 14 to 18.
+  EXPECT_EQ(GetU16(EncodeStallQuery(1), 2), 12);
+  EXPECT_EQ(GetU16(EncodeStallReport(StallReport{1, "0"}), 2), 13);
+  EXPECT_EQ(GetU16(EncodeFailover(FailoverReport{}), 2), 14);
+  EXPECT_EQ(GetU16(EncodeAgreed(FailoverAgreed{}), 2), 15);
+  EXPECT_EQ(GetU16(EncodeNotice(1), 2), 16);
+  EXPECT_EQ(GetU16(EncodeEpoch(EpochChange{}), 2), 17);
+  EXPECT_EQ(GetU16(EncodeHeartbeat(), 2), 18);
 }
 
 TEST(WireRoundTrip, ChunkFlags) {
@@ -299,7 +343,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{17}, uint16_t{18}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{19}, uint16_t{20}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;
@@ -374,7 +418,7 @@ TEST(WireDecode, RejectsUnknownEnumsInChunk) {
   const Case cases[] = {
       {kChunkCollOffset, {3, 4, 0x7f, 0xff}, "collective"},
       {kChunkDtypeOffset, {static_cast<uint8_t>(kNumDataTypes), 11, 0x80, 0xff}, "data type"},
-      {kChunkOpOffset, {static_cast<uint8_t>(kNumRedOps), 6, 0xff}, "reduction op"},
+      {kChunkOpOffset, {static_cast<uint8_t>(kNumRedOps), 9, 0xff}, "reduction op"},
   };
   for (const auto& c : cases) {
     for (uint8_t v : c.bad) {
@@ -398,7 +442,7 @@ TEST(WireDecode, AcceptsEveryValidEnumValueAtTheBoundary) {
   Message out;
   ASSERT_TRUE(DecodeBytes(bytes, &out).ok());
   EXPECT_EQ(out.chunk.desc.dtype, DataType::kUInt64);
-  EXPECT_EQ(out.chunk.desc.op, RedOp::kAvg);
+  EXPECT_EQ(out.chunk.desc.op, RedOp::kBxor);
 }
 
 TEST(WireDecode, RejectsZeroCountChunk) {

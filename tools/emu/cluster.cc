@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "tools/emu/host_queue.h"
 #include "tools/process/subprocess.h"
 
 namespace optcast::tools::emu {
@@ -40,27 +43,39 @@ Status Step(const std::vector<std::string>& argv, bool verbose) {
   return RunChecked(argv);
 }
 
-// HTB on the egress of one veth end: one class, so rate == ceil. The burst is one millisecond at
-// line rate (at least a few full-size frames) so that timer slack does not eat into the rate;
-// the quantum is set explicitly because the default (rate / r2q) overflows and makes the kernel
-// warn. Both ends shaped = full duplex at `rate_bits` each way.
+// HTB on the egress of one veth end: the switch's port towards a host, one class (rate == ceil)
+// over the device's FIFO. The host's own end gets HostEgress. Both ends shaped = full duplex at
+// `rate_bits` each way.
 Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, int mtu, bool verbose) {
-  const uint64_t burst = std::max<uint64_t>(rate_bits / 8 / 1000, 16 * static_cast<uint64_t>(mtu + 14));
-  const std::string rate = std::to_string(rate_bits) + "bit";
-  OPTCAST_RETURN_IF_ERROR(Step(
-      {Tc(), "-n", netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"}, verbose));
-  return Step({Tc(),      "-n",
-               netns,     "class",
-               "add",     "dev",
-               dev,       "parent",
-               "1:",      "classid",
-               "1:1",     "htb",
-               "rate",    rate,
-               "ceil",    rate,
-               "burst",   std::to_string(burst),
-               "cburst",  std::to_string(burst),
-               "quantum", "60000"},
-              verbose);
+  for (auto& cmd : HostEgressCommands(dev, rate_bits, mtu, HostQueue::kFifo, {})) {
+    cmd.insert(cmd.begin(), {Tc(), "-n", netns});
+    OPTCAST_RETURN_IF_ERROR(Step(cmd, verbose));
+  }
+  return Status::Ok();
+}
+
+// The host's NIC queue (host_queue.h). A fair queue is one class per other host: one `tc -batch`
+// run, since a cluster of 16 hosts needs hundreds of commands.
+Status ShapeHostEgress(const Host& h, const ClusterSpec& spec, bool verbose) {
+  std::vector<std::string> destinations;
+  for (const Host& other : Hosts(spec)) {
+    if (other.address != h.address) destinations.push_back(other.address);
+  }
+  const auto cmds = HostEgressCommands(kHostIface, spec.rate_bits, spec.mtu, spec.host_queue, destinations);
+  char path[] = "/tmp/optcast-emu-tc-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return InternalError(std::string("cannot create a tc batch file in /tmp: ") + std::strerror(errno));
+  std::string text;
+  for (const auto& cmd : cmds) {
+    if (verbose) std::printf("+ %s -n %s %s\n", Tc().c_str(), h.netns.c_str(), JoinCommand(cmd).c_str());
+    text += JoinCommand(cmd) + "\n";
+  }
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  Status st = written ? RunChecked({Tc(), "-n", h.netns, "-batch", path})
+                      : InternalError(std::string("cannot write the tc batch file ") + path);
+  ::unlink(path);
+  return st;
 }
 
 // A FIFO of `packets` under the port's rate limit: a switch port's buffer of that many frames.
@@ -134,7 +149,7 @@ Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
   OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, mtu, verbose));
   if (spec.queue_packets > 0)
     OPTCAST_RETURN_IF_ERROR(LimitQueue(kSwitchNamespace, h.name, spec.queue_packets, verbose));
-  OPTCAST_RETURN_IF_ERROR(Shape(h.netns, kHostIface, rate_bits, mtu, verbose));
+  OPTCAST_RETURN_IF_ERROR(ShapeHostEgress(h, spec, verbose));
   if (spec.tcp_cc.empty()) return Status::Ok();
   // Per namespace since Linux 4.15: every socket the host's processes open uses it.
   return Step({Ip(), "netns", "exec", h.netns, "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + spec.tcp_cc},
@@ -300,6 +315,7 @@ std::string DescribeNetwork(const ClusterSpec& spec) {
   text += ", TCP " + (spec.tcp_cc.empty() ? std::string("default congestion control") : spec.tcp_cc);
   text += spec.queue_packets > 0 ? ", switch queues of " + std::to_string(spec.queue_packets) + " packets"
                                  : ", default switch queues";
+  text += std::string(", ") + HostQueueName(spec.host_queue) + " host queues";
   return text;
 }
 

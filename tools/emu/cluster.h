@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "tools/emu/host_queue.h"
 
 namespace optcast::tools::emu {
 
@@ -37,6 +38,9 @@ struct ClusterSpec {
   // Packets each switch port queues towards its host before it drops (a FIFO under the port's
   // rate limit); 0 keeps the device default (txqueuelen, 1000).
   int queue_packets = 0;
+  // What each host's NIC queue does with several destinations (host_queue.h): per-destination
+  // round robin, as a Linux host's default fq_codel does, or one FIFO.
+  HostQueue host_queue = HostQueue::kFair;
 };
 
 // The congestion controls --tcp-cc accepts.

@@ -18,6 +18,7 @@ struct EmuFlags {
   std::string rate = "500mbit";
   std::string min_bytes = "1M";
   std::string max_bytes = "64M";
+  std::string host_queue = "fair";
   bool verbose = false;
 };
 
@@ -38,6 +39,10 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
   cmd->add_option("--queue-packets", f->run.spec.queue_packets,
                   "Packets each switch port queues towards its host (default: the device's 1000)")
       ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--host-queue", f->host_queue,
+                  "Each host's NIC queue: fair (per destination, as Linux's default fq_codel) or fifo")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fair", "fifo"}));
   cmd->add_flag("-v,--verbose", f->verbose, "Print every ip/tc command and process started");
 }
 
@@ -50,6 +55,7 @@ bool Resolve(EmuFlags* f, bool sizes) {
     return false;
   }
   f->run.spec.rate_bits = *rate;
+  f->run.spec.host_queue = *emu::ParseHostQueue(f->host_queue);  // CLI11 checked the name
   f->run.verbose = f->verbose;
   if (sizes) {
     auto lo = ParseByteSize(f->min_bytes);

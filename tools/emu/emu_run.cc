@@ -309,8 +309,8 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
 Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, const std::vector<std::string>& algos,
                  const std::map<std::pair<std::string, uint64_t>, Row>& rows) {
   LinePlot plot;
-  plot.title = "AllReduce float32 sum, " + std::to_string(o.spec.workers) + " workers, " +
-               std::to_string(o.spec.servers) + " servers, " + FormatRate(o.spec.rate_bits) + " links (emulated)";
+  plot.title = "AllReduce float32 sum, " + Counted(o.spec.workers, "worker") + ", " +
+               Counted(o.spec.servers, "server") + ", " + FormatRate(o.spec.rate_bits) + " links (emulated)";
   PlotPanel panel;
   panel.title = "algbw against message size";
   panel.ylabel = "algbw (MB/s)";
@@ -560,6 +560,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"mtu", o_.spec.mtu},
                   {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
                   {"queue_packets", o_.spec.queue_packets},
+                  {"host_queue", HostQueueName(o_.spec.host_queue)},
                   {"rate_Bps", bounds_.rate_Bps},
                   {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
   j["dtype"] = "float32";

@@ -44,6 +44,9 @@ bool NcclOp(RedOp op, nccl::ncclRedOp_t* out) {
     case RedOp::kMax: *out = nccl::ncclMax; return true;
     case RedOp::kMin: *out = nccl::ncclMin; return true;
     case RedOp::kAvg: return false;  // NCCL never hands avg to CollNet
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: return false;  // NCCL has no bitwise reductions
   }
   return false;
 }
@@ -141,7 +144,8 @@ Status ProxyCollNet::AllReduce(void* send, void* recv, size_t count, DataType dt
   if (!NcclType(dt, &ndt)) return InvalidArgument(std::string("NCCL has no CollNet type for ") + DataTypeName(dt));
   if (!NcclOp(op, &nop)) {
     return InvalidArgument(std::string("NCCL never hands '") + RedOpName(op) +
-                           "' to a CollNet plugin (avg is a sum through CollNet, divided on the GPU); use -o sum");
+                           "' to a CollNet plugin (avg is a sum through CollNet, divided on the GPU; NCCL has "
+                           "no bitwise reductions); use -o sum");
   }
   const size_t esize = DataTypeSize(dt);
   const size_t step_count = std::max<size_t>(1, opts_.chunk_bytes / esize);

@@ -27,6 +27,8 @@ std::string SizeLabel(double bytes) {
                                     : fmt::format("{:.1f}{}", bytes, units[u]);
 }
 
+std::string Counted(uint64_t n, const std::string& noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 namespace {
 
 std::string Quote(const std::string& s) {

@@ -4,6 +4,7 @@
 // Line charts as PNG files, drawn by gnuplot: what `optcast bench --plot` and `optcast emu run
 // --plot` draw (bandwidth against message size, one line per algorithm).
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,7 @@ struct PlotPanel {
 struct LinePlot {
   std::string title;
   std::vector<PlotPanel> panels;  // side by side
-  std::string key = "top left";  // where the legend goes (gnuplot's `set key` position)
+  std::string key = "top left";   // where the legend goes (gnuplot's `set key` position)
   int panel_width = 800;
   int height = 560;
 };
@@ -41,6 +42,9 @@ const char* PlotColor(size_t i);
 
 // "8", "64K", "1M", "2G" for a byte count.
 std::string SizeLabel(double bytes);
+
+// "1 rank", "4 ranks": a count and its noun, for titles and legends.
+std::string Counted(uint64_t n, const std::string& noun);
 
 // Draws `plot` into `png_path`. Needs gnuplot (Debian gnuplot-nox); the error says so.
 Status WriteLinePlot(const std::string& png_path, const LinePlot& plot);

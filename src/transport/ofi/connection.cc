@@ -17,6 +17,7 @@
 #include "common/env.h"
 #include "common/little_endian.h"
 #include "transport/ofi/address.h"
+#include "transport/ofi/libfabric.h"
 
 namespace optcast::transport::ofi {
 
@@ -32,7 +33,7 @@ constexpr uint32_t kRecvSlots = 16;
 constexpr uint64_t kMaxSegment = uint64_t{1} << 30;
 
 std::string FiError(const char* what, ssize_t rc) {
-  return std::string(what) + ": " + fi_strerror(static_cast<int>(-rc));
+  return std::string(what) + ": " + Libfabric().strerror(static_cast<int>(-rc));
 }
 
 }  // namespace
@@ -229,7 +230,7 @@ Status FabricConnection::PollCompletions() {
       if (fi_cq_readerr(cq_, &err, 0) < 0) return UnavailableError("fi_cq_readerr failed on " + peer_);
       if (err.err == FI_ECANCELED) continue;
       const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
-      return UnavailableError("fabric operation with " + peer_ + " failed: " + fi_strerror(err.err) + " (" +
+      return UnavailableError("fabric operation with " + peer_ + " failed: " + Libfabric().strerror(err.err) + " (" +
                               (text ? text : "") + ")");
     }
     if (n < 0) return UnavailableError(FiError("fi_cq_read", n));

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "common/env.h"
+#include "transport/ofi/libfabric.h"
 
 namespace optcast::transport::ofi {
 
@@ -19,7 +20,7 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
 // What Optcast needs of a provider: reliable datagrams, tagged messages delivered in the order
 // they were sent, and whatever memory-registration duties the provider asks for.
 fi_info* MakeHints(const std::string& provider, bool hmem) {
-  fi_info* h = fi_allocinfo();
+  fi_info* h = Libfabric().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_TAGGED | (hmem ? FI_HMEM : 0);
   h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -39,8 +40,9 @@ bool SocketBased(const std::string& provider) {
 int GetInfo(const std::string& provider, const std::string& source_host, bool hmem, fi_info** out) {
   fi_info* hints = MakeHints(provider, hmem);
   const bool pin = !source_host.empty() && SocketBased(provider);
-  const int rc = fi_getinfo(kApiVersion, pin ? source_host.c_str() : nullptr, nullptr, pin ? FI_SOURCE : 0, hints, out);
-  fi_freeinfo(hints);
+  const int rc =
+      Libfabric().getinfo(kApiVersion, pin ? source_host.c_str() : nullptr, nullptr, pin ? FI_SOURCE : 0, hints, out);
+  Libfabric().freeinfo(hints);
   return rc;
 }
 
@@ -68,15 +70,16 @@ std::string Join(const std::vector<std::string>& v) {
 }  // namespace
 
 std::vector<std::string> AvailableProviders() {
-  SetProviderDefaults();
   std::vector<std::string> names;
+  if (!LoadLibfabric().ok()) return names;
+  SetProviderDefaults();
   fi_info* all = nullptr;
-  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) != 0) return names;
+  if (Libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) != 0) return names;
   for (fi_info* i = all; i != nullptr; i = i->next) {
     std::string n = i->fabric_attr->prov_name;
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   }
-  fi_freeinfo(all);
+  Libfabric().freeinfo(all);
   return names;
 }
 
@@ -84,6 +87,7 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
   // Before anything is allocated: a bad limit is refused without leaking the provider's info.
   MrCache::Limits limits;
   OPTCAST_RETURN_IF_ERROR(MrCache::LimitsFromEnvironment(&limits));
+  OPTCAST_RETURN_IF_ERROR(LoadLibfabric());
   SetProviderDefaults();
   // A core provider without reliable datagrams of its own (tcp, verbs) gets them from ofi_rxm.
   std::vector<std::string> candidates;
@@ -110,23 +114,24 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
               "with tagged messages here"
             : "libfabric provider '" + provider +
                   "' is missing here or offers no reliable-datagram endpoints with tagged messages";
-    return UnavailableError(what + " (" + fi_strerror(-rc) + "); available providers: " + Join(AvailableProviders()) +
+    return UnavailableError(what + " (" + Libfabric().strerror(-rc) +
+                            "); available providers: " + Join(AvailableProviders()) +
                             "; choose one with OPTCAST_OFI_PROVIDER (e.g. OPTCAST_OFI_PROVIDER='tcp;ofi_rxm')");
   }
   std::shared_ptr<Fabric> f(new Fabric());
-  f->info_ = fi_dupinfo(info);
-  fi_freeinfo(info);
+  f->info_ = Libfabric().dupinfo(info);
+  Libfabric().freeinfo(info);
   f->provider_ = f->info_->fabric_attr->prov_name ? f->info_->fabric_attr->prov_name : chosen;
   f->local_mr_ = (f->info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   fi_info* hmem_info = nullptr;
   if (GetInfo(chosen, source_host, true, &hmem_info) == 0) {
     f->hmem_ = true;
-    fi_freeinfo(hmem_info);
+    Libfabric().freeinfo(hmem_info);
   }
-  rc = fi_fabric(f->info_->fabric_attr, &f->fabric_, nullptr);
-  if (rc != 0) return UnavailableError("fi_fabric(" + f->provider_ + ") failed: " + fi_strerror(-rc));
+  rc = Libfabric().fabric(f->info_->fabric_attr, &f->fabric_, nullptr);
+  if (rc != 0) return UnavailableError("fi_fabric(" + f->provider_ + ") failed: " + Libfabric().strerror(-rc));
   rc = fi_domain(f->fabric_, f->info_, &f->domain_, nullptr);
-  if (rc != 0) return UnavailableError("fi_domain(" + f->provider_ + ") failed: " + fi_strerror(-rc));
+  if (rc != 0) return UnavailableError("fi_domain(" + f->provider_ + ") failed: " + Libfabric().strerror(-rc));
   f->mr_cache_ = std::make_unique<MrCache>(f->domain_, limits);
   *out = std::move(f);
   return Status::Ok();
@@ -136,7 +141,7 @@ Fabric::~Fabric() {
   mr_cache_.reset();
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
-  if (info_ != nullptr) fi_freeinfo(info_);
+  if (info_ != nullptr) Libfabric().freeinfo(info_);
 }
 
 Status Fabric::Acquire(const void* p, size_t n, void** desc, fid_mr** held) {

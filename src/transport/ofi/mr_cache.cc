@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "transport/ofi/libfabric.h"
 
 namespace optcast::transport::ofi {
 
@@ -64,7 +65,7 @@ Status MrCache::Acquire(const void* p, size_t n, fid_mr** mr) {
   const int rc = fi_mr_reg(domain_, reinterpret_cast<const void*>(begin), end - begin, FI_SEND | FI_RECV, 0,
                            /*requested_key=*/next_key_++, 0, &m, nullptr);
   if (rc != 0) {
-    return InternalError("fi_mr_reg of " + std::to_string(end - begin) + " bytes failed: " + fi_strerror(-rc) +
+    return InternalError("fi_mr_reg of " + std::to_string(end - begin) + " bytes failed: " + Libfabric().strerror(-rc) +
                          "; the locked-memory limit (ulimit -l) may be too low, or lower "
                          "OPTCAST_OFI_MR_CACHE_BYTES");
   }

@@ -1,0 +1,36 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// The queue in front of each emulated host's NIC. Linux hosts schedule their egress per flow
+// (Debian, Ubuntu and RHEL default to fq_codel; fq is the usual choice with BBR), so a short
+// message leaves a host without waiting behind the bulk transfers that host is also sending. A
+// single FIFO there would add the whole host queue to every small message, which no real host
+// does. This kernel's emulation may lack fq and fq_codel, so "fair" is built from what every
+// kernel has: HTB classes, one per destination host, served round robin one frame at a time,
+// each guaranteed an equal share and free to borrow the whole link when the others are idle.
+// Switch ports stay single FIFOs, as in commodity switches.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace optcast::tools::emu {
+
+enum class HostQueue { kFair, kFifo };
+
+// "fair" or "fifo"; nullopt otherwise.
+std::optional<HostQueue> ParseHostQueue(const std::string& text);
+const char* HostQueueName(HostQueue q);
+
+// The tc commands (argument lists without "tc" and the namespace) that rate-limit `dev` to
+// `rate_bits` with the chosen queue. `destinations` are the addresses of the other hosts; "fair"
+// gives each its own class, anything else (ARP, unknown addresses) shares one more.
+std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev, uint64_t rate_bits, int mtu,
+                                                         HostQueue queue, const std::vector<std::string>& destinations);
+
+// HTB's burst for a link of this rate: one millisecond at line rate (at least a few full-size
+// frames), so that timer slack does not eat into the rate.
+uint64_t HtbBurstBytes(uint64_t rate_bits, int mtu);
+
+}  // namespace optcast::tools::emu
