@@ -105,6 +105,12 @@ bool ShouldAccept(const wire::Chunk& c, uint32_t nranks, uint32_t sender) {
   const wire::CollDesc& d = c.desc;
   const wire::ChunkRef& r = c.ref;
   if (d.count == 0 || d.count > (uint64_t{1} << 40)) return false;
+  // Bitwise ops combine the bits of integers: a reduction of a floating-point type with one is
+  // refused (an all-gather combines nothing, so its op does not matter).
+  const bool bitwise = d.op == RedOp::kBand || d.op == RedOp::kBor || d.op == RedOp::kBxor;
+  const bool floating = d.dtype == DataType::kFloat32 || d.dtype == DataType::kFloat16 ||
+                        d.dtype == DataType::kBFloat16 || d.dtype == DataType::kFloat64;
+  if (bitwise && floating && d.coll != CollType::kAllGather) return false;
   const bool segmented = d.coll != CollType::kAllReduce;
   if (segmented && r.segment >= nranks) return false;
   if (!segmented && r.segment != 0) return false;

@@ -40,7 +40,9 @@ class StallQuery {
   void OnReport(size_t link, uint64_t coll_seq, std::string waiting_for);
   // Every server answered, or the deadline passed.
   bool Done(Clock::time_point now) const;
-  void Reset() { *this = StallQuery(); }
+  void Reset() {
+    if (asked_) *this = StallQuery();  // called on every progress pass: nothing to do unless asked
+  }
 
   // The clause for the error, e.g. "server h1:8918 is still waiting for rank(s) 1,3; a rank may
   // be stuck or dead", or for a server that did not answer, "server h2:8918 did not say which
