@@ -171,7 +171,18 @@ int main(int argc, char** argv) {
   Write(dec, "proof", wire::EncodeProof(wire::Mac{4, 5, 6}));
   Write(dec, "stall_query", wire::EncodeStallQuery(7));
   Write(dec, "stall_report", wire::EncodeStallReport(wire::StallReport{7, "1,3"}));
-  Write(dec, "hello_wrong_version", WithVersion(hello, 2));
+  wire::FailoverReport report{1, 0, 0x2, 9, {7, 8}};
+  Write(dec, "failover", wire::EncodeFailover(report));
+  Write(dec, "agreed", wire::EncodeAgreed(wire::FailoverAgreed{1, 0x2, 9, {7}}));
+  Write(dec, "notice", wire::EncodeNotice(0x2));
+  Write(dec, "epoch", wire::EncodeEpoch(wire::EpochChange{1, 0x2, 9}));
+  Write(dec, "heartbeat", wire::EncodeHeartbeat());
+  wire::Chunk copy = ar;
+  copy.desc.coll_seq = wire::RecoverySeq(1, ar.desc.coll_seq);
+  copy.desc.epoch = 1;
+  copy.flags = wire::kChunkResultCopy;
+  Write(dec, "chunk_result_copy", wire::EncodeChunk(copy));
+  Write(dec, "hello_wrong_version", WithVersion(hello, wire::kProtocolVersion - 1));
   Write(dec, "chunk_truncated", Truncate(chunk, 5));
 
   // fuzz_framing: byte streams of frames.
@@ -212,8 +223,15 @@ int main(int argc, char** argv) {
   session("stall_query_other_seq", 0x11, Frame(wire::EncodeStallQuery(99)));
   session("stall_query_before_hello", 0, Frame(wire::EncodeStallQuery(1)));
   session("stall_report_from_client", 1, Frame(wire::EncodeStallReport(wire::StallReport{1, "0"})));
+  // Failover: a lone rank reports that its second server died (this server is its first), then
+  // applies the agreed failover; a heartbeat is a server's message.
+  session("failover_report_1rank", 0x11,
+          Cat({Frame(wire::EncodeFailover(report)), Frame(wire::EncodeEpoch(wire::EpochChange{1, 0x2, 9}))}));
+  session("failover_report_2ranks", 0x16, Cat({ChunkFrame(ar), Frame(wire::EncodeFailover(report))}));
+  session("result_copy_1rank", 0x11, ChunkFrame(copy));
+  session("heartbeat_from_client", 1, Frame(wire::EncodeHeartbeat()));
   session("error_from_client", 0, Frame(error));
-  session("hello_wrong_version", 0, Frame(WithVersion(hello, 3)));
+  session("hello_wrong_version", 0, Frame(WithVersion(hello, wire::kProtocolVersion + 1)));
   session("chunk_truncated", 1, Truncate(ChunkFrame(ar), 6));
   session("chunk_before_hello", 0, ChunkFrame(ar));
   session("second_hello", 1, Frame(hello));

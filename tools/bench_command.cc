@@ -223,6 +223,9 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--timeout-ms", opts->timeout_ms, "Give up on a stuck collective after this long")
       ->capture_default_str();
+  cmd->add_flag(
+      "--no-failover", [opts](int64_t) { opts->failover = false; },
+      "Fail on a dead server instead of going on over the servers left (as OPTCAST_FAILOVER=0)");
   cmd->add_option("--json", opts->json_path, "Also write the results as JSON to this file");
   cmd->add_option("--plot", opts->plot_path, "Also draw algbw and busbw against size as a PNG (needs gnuplot)");
   cmd->add_option("--progress", opts->progress, "Show progress on stderr: on, off, auto (when it is a terminal)")

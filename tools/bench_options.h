@@ -34,6 +34,8 @@ struct BenchOptions {
   std::string rendezvous;
 
   int timeout_ms = 30000;
+  // Failover on a dead server (--no-failover turns it off, as OPTCAST_FAILOVER=0 does).
+  bool failover = true;
   size_t chunk_bytes = 0;
 
   // What carries the server path: "client" (the C++ client library) or "nccl-plugin"

@@ -37,6 +37,8 @@ class Algo {
   virtual std::string Describe() const { return ""; }
   // A line for after the algorithm's rows ("" for none).
   virtual std::string Footer() const { return ""; }
+  // Failovers so far, and the servers left (servers = 0: not known).
+  virtual FailoverStats Failovers() const { return {}; }
 };
 
 class ServerAlgo : public Algo {
@@ -45,6 +47,7 @@ class ServerAlgo : public Algo {
   Status Run(const void* send, void* recv, size_t count, DataType dt, RedOp op) override {
     return comm_->AllReduce(send, recv, count, dt, op);
   }
+  FailoverStats Failovers() const override { return comm_->failover_stats(); }
 
  private:
   std::unique_ptr<Communicator> comm_;
@@ -106,6 +109,7 @@ void SetPluginEnvironment(const BenchOptions& o, const std::vector<std::string>&
   setenv("OPTCAST_TIMEOUT_MS", std::to_string(o.timeout_ms).c_str(), 1);
   if (!o.transport.empty()) setenv("OPTCAST_TRANSPORT", o.transport.c_str(), 1);
   if (o.chunk_bytes != 0) setenv("OPTCAST_CHUNK_BYTES", std::to_string(o.chunk_bytes).c_str(), 1);
+  if (!o.failover) setenv("OPTCAST_FAILOVER", "0", 1);
 }
 
 void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers, const std::string& how) {
@@ -158,6 +162,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       co.chunk_bytes = opts.chunk_bytes;
       if (Status st = ApplyEnvironment(&co); !st.ok()) return report(st);
       co.servers = servers;
+      if (!opts.failover) co.failover = false;
       if (!opts.transport.empty()) co.transport = opts.transport;
       std::unique_ptr<Communicator> comm;
       if (Status st = Communicator::Create(co, &comm); !st.ok()) return report(Fail("connecting to the servers", st));
@@ -209,6 +214,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
     for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
       const uint64_t count = std::max<uint64_t>(1, bytes / esize);
       progress.StartSize(name, count * esize);
+      const uint32_t failovers_before = algo->Failovers().failovers;
       for (int i = 0; i < opts.warmup; ++i) {
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
         progress.Round(i + 1);
@@ -233,18 +239,28 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
         wrong = CountWrong(opts.dtype, opts.op, nranks, recv.data(), count);
       }
+      const FailoverStats fo = algo->Failovers();
       std::vector<std::string> all;
-      if (Status st = rv.AllGather(fmt::format("{} {} {}", my_us, wrong, my_cpu), &all); !st.ok()) return report(st);
+      if (Status st = rv.AllGather(
+              fmt::format("{} {} {} {} {}", my_us, wrong, my_cpu, fo.failovers - failovers_before, fo.servers_left),
+              &all);
+          !st.ok()) {
+        return report(st);
+      }
       progress.FinishSize();
       if (rank == 0) {
         BenchRow row;
         row.algo = name;
         row.bytes = count * esize;
         row.count = count;
+        unsigned failovers = 0, servers_left = 0;
         for (const auto& s : all) {
           double us = 0, cpu = 0;
           unsigned long long w = 0;
-          std::sscanf(s.c_str(), "%lf %llu %lf", &us, &w, &cpu);
+          unsigned f = 0, left = 0;
+          std::sscanf(s.c_str(), "%lf %llu %lf %u %u", &us, &w, &cpu, &f, &left);
+          failovers = std::max(failovers, f);
+          servers_left = std::max(servers_left, left);
           row.time_us = std::max(row.time_us, us);  // the slowest rank sets the pace
           row.wrong += w;
           row.client_cpu_s += cpu;
@@ -263,6 +279,10 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
                       DataTypeName(opts.dtype), RedOpName(opts.op), row.time_us, row.algbw_gbps, row.busbw_gbps,
                       static_cast<unsigned long long>(row.wrong), server_rate.c_str(),
                       row.client_cpu_s / input_bytes * 1e9, total_cpu * 1e3);
+          if (failovers > 0) {
+            std::printf("# failover during this size: %u failover(s); %u server(s) left, its time included above\n",
+                        failovers, servers_left);
+          }
           std::fflush(stdout);
         }
       }

@@ -74,10 +74,22 @@ struct CommunicatorOptions {
   // What carries the protocol: "tcp" (built in) or "ofi" (libfabric; the provider comes from
   // OPTCAST_OFI_PROVIDER). Empty: OPTCAST_TRANSPORT, else tcp. The servers must use the same.
   std::string transport;
+  // Failover (docs/reliability.md): when a server dies the job goes on over the servers left.
+  // Off, a dead server fails every collective that used it (OPTCAST_FAILOVER=0).
+  bool failover = true;
+  // A server that sends nothing for this long while this rank waits on it counts as dead (it
+  // sends a heartbeat every 250 ms while it holds work of the job). Only with failover on.
+  std::chrono::milliseconds heartbeat{3000};
+};
+
+// What failover did so far.
+struct FailoverStats {
+  uint32_t failovers = 0;     // failovers applied: the job's epoch
+  uint32_t servers_left = 0;  // servers this communicator still stripes over
 };
 
 // Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
-// OPTCAST_TRANSPORT,
+// OPTCAST_TRANSPORT, OPTCAST_FAILOVER (0 or 1), OPTCAST_HEARTBEAT_MS,
 // and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 
@@ -146,6 +158,7 @@ class Communicator {
   // the registration until it completes). Registrations left at the end go with the communicator.
   virtual Status DeregisterMemory(RegisteredMemory* registration) = 0;
   virtual TransportStats transport_stats() const = 0;
+  virtual FailoverStats failover_stats() const { return {}; }
 
   // Blocking forms.
   Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op);

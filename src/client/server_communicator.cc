@@ -32,6 +32,17 @@ class RegisteredMemory {
   std::unique_ptr<transport::MemoryRegistration> registration;
 };
 
+// One chunk of an allreduce, for failover: which collective and server carry it now, and whether
+// its result is in.
+struct Piece {
+  wire::ChunkRef ref;
+  uint64_t coll_seq = 0;    // the request's own, or a re-run's (wire::RecoverySeq)
+  uint32_t link = 0;        // the server that answers it
+  bool awaiting = false;    // a result is due from `link` for `coll_seq`
+  bool have = false;        // its result is in the receive buffer
+  bool input_lost = false;  // in place, a result cut short by a dead server overwrote its input
+};
+
 class Request {
  public:
   uint64_t seq = 0;
@@ -43,7 +54,12 @@ class Request {
   std::vector<uint64_t> pending_link;  // of which from each server link
   bool done = false;
   Status status;
-  uint64_t trace_id = 0;  // nonzero: its request span is open in the trace
+  uint64_t trace_id = 0;             // nonzero: its request span is open in the trace
+  bool retained = false;             // a copy of a completed allreduce kept for a failover's re-run (no caller)
+  std::vector<uint8_t> copy;         // its result, when retained
+  bool planned = false;              // striped over the servers (not while a failover is being agreed)
+  std::vector<Piece> pieces;         // allreduce: every chunk, by offset
+  std::vector<uint64_t> rerun_seqs;  // collectives that re-run its dead servers' shares
 };
 
 namespace client {
@@ -55,6 +71,7 @@ struct PendingSends {
   wire::CollDesc desc;
   std::vector<wire::ChunkRef> chunks;
   size_t next = 0;
+  std::vector<uint8_t> flags;  // per chunk (wire::kChunkResultCopy...), or empty: none
 };
 
 struct ServerLink {
@@ -73,6 +90,11 @@ struct ServerLink {
   int trace_track_tx = 0;  // chunks leaving (overlaps the other in time)
   double rx_start_us = 0;
   double tx_free_us = 0;
+  // Failover: the piece whose result is arriving, and when the server was last heard from while
+  // this rank waited on it.
+  size_t rx_piece = SIZE_MAX;
+  Clock::time_point last_heard = Clock::now();
+  bool busy = false;
 };
 
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
@@ -190,6 +212,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     return Status::Ok();
   }
 
+  FailoverStats failover_stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {epoch_, static_cast<uint32_t>(ServersLeft(agreed_mask_).size())};
+  }
+
   TransportStats transport_stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return {dialer_->registrations_made(), dialer_->registrations_open(), dialer_->registration_required()};
@@ -202,13 +229,32 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     auto* link = static_cast<ServerLink*>(c.user_data);
     wire::Message msg;
     OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
+    link->last_heard = Clock::now();
+    if (msg.type == wire::MsgType::kHeartbeat) return Status::Ok();     // alive, but no progress
     if (msg.type == wire::MsgType::kStallReport && payload_len == 0) {  // an answer, not progress
       stall_.OnReport(link->index, msg.stall_report.coll_seq, std::move(msg.stall_report.waiting_for));
       return Status::Ok();
     }
-    last_progress_ = Clock::now();
+    last_progress_ = link->last_heard;
     if (msg.type == wire::MsgType::kError) {
       return Status(msg.error.code, "server " + link->address + ": " + msg.error.text);
+    }
+    if (msg.type == wire::MsgType::kNotice || msg.type == wire::MsgType::kAgreed) {
+      if (!opts_.failover || payload_len != 0) {
+        return ProtocolError(
+            fmt::format("server {} sent a failover message to a rank with failover off", link->address));
+      }
+      const uint64_t mask = msg.type == wire::MsgType::kNotice ? msg.notice_mask : msg.agreed.dead_mask;
+      if ((mask >> link->index) & 1 || (servers_.size() < 64 && (mask >> servers_.size()) != 0)) {
+        return ProtocolError(fmt::format("server {} (server {} of {}) announced dead servers {:#x}", link->address,
+                                         link->index, servers_.size(), mask));
+      }
+      if (msg.type == wire::MsgType::kNotice) {
+        notice_mask_ |= mask;
+      } else {
+        agreed_.push_back(std::move(msg.agreed));
+      }
+      return Status::Ok();
     }
     if (msg.type != wire::MsgType::kResult && msg.type != wire::MsgType::kAck) {
       return ProtocolError(
@@ -252,6 +298,17 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       return ProtocolError(fmt::format("server {} sent a result [{}, +{}) that does not fit collective #{}",
                                        link->address, ref.offset, ref.count, req->seq));
     }
+    link->rx_piece = SIZE_MAX;
+    if (!req->pieces.empty()) {
+      const size_t i = FindPiece(*req, ref.offset);
+      if (i == SIZE_MAX || req->pieces[i].ref.count != ref.count || req->pieces[i].coll_seq != msg.done.coll_seq ||
+          req->pieces[i].link != link->index || !req->pieces[i].awaiting) {
+        return ProtocolError(fmt::format("server {} sent a result [{}, +{}) of collective #{} that it does not owe",
+                                         link->address, ref.offset, ref.count, req->seq));
+      }
+      req->pieces[i].awaiting = false;
+      link->rx_piece = i;
+    }
     *payload_dst = req->recv + dst_elem * req->esize;
     if (link->trace_track != 0) link->rx_start_us = observe::TraceNowUs();
     link->rx_req = req;
@@ -266,6 +323,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (link->rx_credit) ReturnCredit(link, link->rx_bytes);
     Request* req = link->rx_req;
     link->rx_req = nullptr;
+    if (link->rx_piece != SIZE_MAX) req->pieces[link->rx_piece].have = true;
+    link->rx_piece = SIZE_MAX;
     last_progress_ = Clock::now();
     if (link->trace_track != 0) {
       observe::TraceArgs a;
@@ -308,27 +367,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       uint8_t* mine = req->recv + static_cast<uint64_t>(opts_.rank) * count * req->esize;
       if (mine != req->send) std::memmove(mine, req->send, count * req->esize);
     }
-    if (count > 0) {
-      const int nservers = static_cast<int>(servers_.size());
-      const int used = ServersToUse(dtype, count, nservers);
-      // Small collectives use fewer servers; rotating the first one spreads them over all.
-      const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
-      const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks : kStreamChunks;
-      const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
-      for (int j = 0; j < used; ++j) {
-        ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, used, j, chunk_elems);
-        if (plan.server_elems == 0) continue;
-        PendingSends ps{req.get(), req->desc, std::move(plan.sends), 0};
-        ps.desc.server_elems = plan.server_elems;
-        const int link = (first + j) % nservers;
-        req->outstanding += plan.expected_replies;
-        req->pending_link[link] += plan.expected_replies;
-        servers_[link].queue.push_back(std::move(ps));
-      }
-    }
     Request* raw = req.release();
+    // While a failover is being agreed, new collectives wait to be striped over the servers left.
+    if (count > 0 && dead_mask_ == agreed_mask_) Plan(raw);
     if (span.on()) TraceRequestBegin(raw, span.args());
-    if (raw->outstanding == 0) {
+    if (count == 0) {
       raw->done = true;
       TraceRequestEnd(raw);
     } else {
@@ -340,13 +383,67 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     return Status::Ok();
   }
 
+  // Stripes a collective over the servers of the job's epoch and queues its chunks.
+  void Plan(Request* req) {
+    const std::vector<uint32_t> alive = ServersLeft(agreed_mask_);
+    const int nservers = static_cast<int>(alive.size());
+    const CollType coll = req->desc.coll;
+    const DataType dtype = req->desc.dtype;
+    const uint64_t count = req->desc.count;
+    const int used = ServersToUse(dtype, count, nservers);
+    // Small collectives use fewer servers; rotating the first one spreads them over all.
+    const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
+    const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks : kStreamChunks;
+    const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
+    req->desc.epoch = epoch_;
+    for (int j = 0; j < used; ++j) {
+      ServerPlan plan = PlanForServer(coll, count, opts_.nranks, opts_.rank, used, j, chunk_elems);
+      if (plan.server_elems == 0) continue;
+      PendingSends ps{req, req->desc, std::move(plan.sends), 0, {}};
+      ps.desc.server_elems = plan.server_elems;
+      const uint32_t link = alive[static_cast<size_t>((first + j) % nservers)];
+      if (coll == CollType::kAllReduce && opts_.failover) {
+        for (const wire::ChunkRef& ref : ps.chunks) req->pieces.push_back(Piece{ref, req->seq, link, true});
+      }
+      req->outstanding += plan.expected_replies;
+      req->pending_link[link] += plan.expected_replies;
+      // A server this rank saw die, which the job has not agreed on yet: its share waits for
+      // the failover that moves it.
+      if (!servers_[link].failed) servers_[link].queue.push_back(std::move(ps));
+    }
+    std::sort(req->pieces.begin(), req->pieces.end(),
+              [](const Piece& a, const Piece& b) { return a.ref.offset < b.ref.offset; });
+    req->planned = true;
+  }
+
+  static size_t FindPiece(const Request& req, uint64_t offset) {
+    auto it = std::lower_bound(req.pieces.begin(), req.pieces.end(), offset,
+                               [](const Piece& p, uint64_t off) { return p.ref.offset < off; });
+    if (it == req.pieces.end() || it->ref.offset != offset) return SIZE_MAX;
+    return static_cast<size_t>(it - req.pieces.begin());
+  }
+
+  std::vector<uint32_t> ServersLeft(uint64_t dead) const {
+    std::vector<uint32_t> alive;
+    for (uint32_t i = 0; i < servers_.size(); ++i) {
+      if (((dead >> i) & 1) == 0) alive.push_back(i);
+    }
+    return alive;
+  }
+
   void Complete(Request* req, size_t link) {
     if (req->pending_link[link] > 0) --req->pending_link[link];
     if (req->outstanding > 0) --req->outstanding;
     if (req->outstanding == 0 && !req->done) {
       req->done = true;
       active_.erase(req->seq);
+      for (uint64_t rerun : req->rerun_seqs) active_.erase(rerun);
       TraceRequestEnd(req);
+      if (req->retained) {
+        delete req;
+      } else {
+        Retain(*req);
+      }
     }
   }
 
@@ -377,11 +474,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
         const wire::ChunkRef& ref = ps.chunks[ps.next];
         const uint64_t bytes = static_cast<uint64_t>(ref.count) * ps.req->esize;
         if (!s.window.HasRoom(bytes)) continue;
+        const uint8_t flags = ps.flags.empty() ? 0 : ps.flags[ps.next];
         ++ps.next;
-        const uint8_t* src = ps.req->send;
+        const uint8_t* src = (flags & wire::kChunkResultCopy) != 0 ? ps.req->recv : ps.req->send;
         uint64_t src_elem = ref.offset;
         if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
-        wire::Chunk chunk{ps.desc, ref};
+        wire::Chunk chunk{ps.desc, ref, flags};
         transport::OutMessage msg;
         wire::EncodeChunkTo(
             chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize, bytes));
@@ -429,6 +527,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       FillWindows();
       FlushAll();
     }
+    if (opts_.failover && broken_.ok()) {
+      AdvanceFailover();
+      FillWindows();
+      FlushAll();
+    }
     if (active_.empty() || Clock::now() - last_progress_ <= opts_.timeout) {
       stall_.Reset();  // progress resumed: a later timeout asks afresh
       return;
@@ -439,23 +542,39 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     if (!stall_.asked() || stall_.coll_seq() != oldest->seq) AskWhatStalls(*oldest);
     if (!stall_.Done(Clock::now())) return;
-    Break(TimeoutError(
-        fmt::format("collective #{} ({} of {} {}) made no progress for {} ms; {} (set "
-                    "OPTCAST_TIMEOUT_MS to wait longer)",
-                    oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count, DataTypeName(oldest->desc.dtype),
-                    opts_.timeout.count(), stall_.Describe(std::min(opts_.timeout, kStallAnswerWait)))));
+    Break(TimeoutError(fmt::format(
+        "collective #{} ({} of {} {}) made no progress for {} ms; {}{} (set "
+        "OPTCAST_TIMEOUT_MS to wait longer)",
+        oldest->seq, CollTypeName(oldest->desc.coll), oldest->desc.count, DataTypeName(oldest->desc.dtype),
+        opts_.timeout.count(), stall_.Describe(std::min(opts_.timeout, kStallAnswerWait)), FailoverPending())));
     stall_.Reset();
   }
 
+  // For a timeout: the servers this rank lost that the job has not agreed a failover on yet (the
+  // other ranks have not all reported them), or nothing.
+  std::string FailoverPending() const {
+    std::string lost;
+    for (const auto& s : servers_) {
+      if (((dead_mask_ & ~agreed_mask_) >> s.index) & 1) lost += (lost.empty() ? "" : ", ") + s.address;
+    }
+    if (lost.empty()) return "";
+    return fmt::format("; this rank lost server(s) {} and the job had not agreed on a failover yet", lost);
+  }
+
   // The client's timeout fired: asks every live server that owes `req` a reply which ranks it is
-  // waiting for (stall_query.h); Progress reads the answers like any other message.
+  // waiting for (stall_query.h); Progress reads the answers like any other message. After a
+  // failover a server may owe only a re-run of the dead servers' share: it is asked about that.
   void AskWhatStalls(const Request& req) {
     std::vector<StallQuery::Server> asked;
-    const auto query = wire::EncodeStallQuery(req.seq);
     for (auto& s : servers_) {
       if (s.failed || req.pending_link[s.index] == 0) continue;
-      s.conn->Send(transport::MakeOutMessage(query, nullptr, 0));
-      asked.push_back({s.index, s.address});
+      uint64_t seq = UINT64_MAX;
+      for (const Piece& p : req.pieces) {
+        if (p.awaiting && p.link == s.index) seq = std::min(seq, p.coll_seq);
+      }
+      if (seq == UINT64_MAX) seq = req.seq;
+      s.conn->Send(transport::MakeOutMessage(wire::EncodeStallQuery(seq), nullptr, 0));
+      asked.push_back({s.index, s.address, seq});
     }
     stall_.Begin(req.seq, std::move(asked), Clock::now() + std::min(opts_.timeout, kStallAnswerWait));
     FlushAll();
@@ -481,6 +600,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // only need other servers may still finish; no new collective can start.
   void FailLink(ServerLink& link, const Status& why) {
     if (link.failed) return;
+    if (opts_.failover && broken_.ok() && why.code() == Code::kUnavailable) {
+      LoseServer(link, why);
+      return;
+    }
     link.failed = true;
     link.queue.clear();
     link.rx_req = nullptr;
@@ -493,7 +616,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     for (auto it = active_.begin(); it != active_.end();) {
       Request* req = it->second;
       if (req->pending_link[link.index] > 0) {
-        failed.push_back(req);
+        if (it->first == req->seq) failed.push_back(req);
         it = active_.erase(it);
       } else {
         ++it;
@@ -537,9 +660,297 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       Log().error("rank {}: {}", opts_.rank, why.message());
     }
     std::vector<Request*> failed;
-    for (auto& [seq, req] : active_) failed.push_back(req);
+    for (auto& [seq, req] : active_) {
+      if (seq == req->seq) failed.push_back(req);  // not again for its re-runs
+    }
     active_.clear();
     Abandon(failed, why);
+  }
+
+  // ---- failover (docs/reliability.md) ----
+  //
+  // A rank that sees a server die stops striping new collectives and reports what it saw to the
+  // servers left: the dead set, its first collective not striped, and the collectives that lack
+  // results from a dead server. Once every rank reported the same dead set, the first server left
+  // announces to all: collectives from the lowest unstriped one on are striped again over the
+  // servers left (epoch + 1), and the dead servers' shares of the earlier ones that any rank
+  // lacks are re-run there, each rank sending its input or, for a chunk whose result it already
+  // holds, that result. Every rank applies the same announcements in the same order.
+
+  // Another rank may still lack a result this rank already handed back, when a server dies with
+  // it in one rank's socket and not another's: the last few completed allreduces' results are
+  // kept (up to kRetainBytes each) so that a re-run can still get them from this rank.
+  static constexpr uint64_t kRetainBytes = 16u << 20;
+  static constexpr size_t kRetainCount = 4;
+  void Retain(const Request& req) {
+    if (!opts_.failover || req.pieces.empty() || !req.status.ok()) return;
+    const uint64_t bytes = req.desc.count * req.esize;
+    if (bytes > kRetainBytes || servers_.size() < 2) return;
+    auto r = std::make_unique<Request>();
+    r->seq = req.seq;
+    r->desc = req.desc;
+    r->esize = req.esize;
+    r->copy.assign(req.recv, req.recv + bytes);
+    r->pieces = req.pieces;
+    r->pending_link.assign(servers_.size(), 0);
+    r->planned = true;
+    r->retained = true;
+    retained_.push_back(std::move(r));
+    if (retained_.size() > kRetainCount) retained_.pop_front();
+  }
+
+  // A retained copy takes part in a re-run as a request of its own, sending the results it holds.
+  Request* Revive(uint64_t seq) {
+    for (auto it = retained_.begin(); it != retained_.end(); ++it) {
+      if ((*it)->seq != seq) continue;
+      Request* r = it->release();
+      retained_.erase(it);
+      r->send = r->copy.data();
+      r->recv = r->copy.data();
+      active_.emplace(r->seq, r);
+      return r;
+    }
+    return nullptr;
+  }
+
+  // A server is gone: its share waits for the job to agree on a failover.
+  void LoseServer(ServerLink& link, const Status& why) {
+    if (link.failed) return;
+    link.failed = true;
+    link.queue.clear();
+    if (link.rx_req != nullptr && link.rx_piece != SIZE_MAX && link.rx_req->send == link.rx_req->recv) {
+      link.rx_req->pieces[link.rx_piece].input_lost = true;
+    }
+    link.rx_req = nullptr;
+    link.rx_piece = SIZE_MAX;
+    if (link.conn) link.conn->DropPendingWrites();
+    if (dead_mask_ == agreed_mask_) first_unplanned_ = next_seq_;
+    dead_mask_ |= uint64_t{1} << link.index;
+    const size_t left = ServersLeft(dead_mask_).size();
+    if (left == 0) {
+      Break(UnavailableError(why.message() + "; no server of the job is left"));
+      return;
+    }
+    for (const auto& [seq, req] : active_) {
+      if (req->planned && req->desc.coll != CollType::kAllReduce) {
+        Break(UnavailableError(fmt::format("{}; failover re-runs allreduce only, and {} #{} was in flight",
+                                           why.message(), CollTypeName(req->desc.coll), req->seq)));
+        return;
+      }
+    }
+    Log().warn("rank {}: {}; failing over to the {} server(s) left", opts_.rank, why.message(), left);
+    if (observe::TraceOn()) {
+      observe::TraceArgs a;
+      a.Add("server", link.address).Add("why", why.message());
+      observe::TraceInstant("server lost", "client", a);
+    }
+    report_due_ = true;
+  }
+
+  void AdvanceFailover() {
+    for (uint32_t i = 0; i < servers_.size() && notice_mask_ != 0; ++i) {
+      if (((notice_mask_ >> i) & 1) && !servers_[i].failed) {
+        LoseServer(servers_[i], UnavailableError(fmt::format("other ranks lost server {}", servers_[i].address)));
+      }
+    }
+    notice_mask_ = 0;
+    for (size_t i = 0; i < agreed_.size() && broken_.ok(); ++i) {
+      if (agreed_[i].epoch <= epoch_) continue;  // the same announcement from another survivor
+      if (agreed_[i].epoch != epoch_ + 1) {
+        Break(ProtocolError(
+            fmt::format("a server announced failover {} while this rank is at {}", agreed_[i].epoch, epoch_)));
+        break;
+      }
+      ApplyAgreed(agreed_[i]);
+    }
+    agreed_.clear();
+    if (report_due_ && broken_.ok()) SendReports();
+    // Over libfabric a server's heartbeats can go unseen for seconds at start (docs/reliability.md):
+    // there only a lost connection counts.
+    if (broken_.ok() && transport_ != transport::Kind::kOfi) CheckHeartbeats();
+    // A dead server's connection goes now, with whatever it had posted into our buffers.
+    for (auto& s : servers_) {
+      if (s.failed && s.conn) s.conn.reset();
+    }
+  }
+
+  void SendReports() {
+    report_due_ = false;
+    wire::FailoverReport r;
+    r.epoch = epoch_;
+    r.dead_mask = dead_mask_;
+    r.first_unplanned = first_unplanned_;
+    for (const auto& [seq, req] : active_) {
+      if (seq != req->seq || !req->planned) continue;
+      for (const Piece& p : req->pieces) {
+        if (!p.have && servers_[p.link].failed) {
+          r.needing.push_back(seq);
+          break;
+        }
+      }
+    }
+    if (r.needing.size() > wire::kMaxFailoverSeqs) {
+      Break(UnavailableError(fmt::format("{} collectives lack results from a dead server; failover re-runs at most {}",
+                                         r.needing.size(), wire::kMaxFailoverSeqs)));
+      return;
+    }
+    std::sort(r.needing.begin(), r.needing.end());
+    for (auto& s : servers_) {
+      if (s.failed) continue;
+      r.server_index = static_cast<uint32_t>(s.index);
+      s.conn->Send(transport::MakeOutMessage(wire::EncodeFailover(r), nullptr, 0));
+    }
+    FlushAll();
+  }
+
+  void ApplyAgreed(const wire::FailoverAgreed& a) {
+    for (uint32_t i = 0; i < servers_.size(); ++i) {
+      if (((a.dead_mask >> i) & 1) && !servers_[i].failed) {
+        LoseServer(servers_[i],
+                   UnavailableError(fmt::format("the job agreed that server {} is dead", servers_[i].address)));
+      }
+    }
+    if (!broken_.ok()) return;
+    const uint64_t newly = a.dead_mask & ~agreed_mask_;
+    if ((a.dead_mask & agreed_mask_) != agreed_mask_ || newly == 0 || a.boundary > first_unplanned_) {
+      Break(
+          ProtocolError(fmt::format("failover {} announced dead servers {:#x} from #{}, which does not follow this "
+                                    "rank's view (dead {:#x}, agreed {:#x}, first unstriped #{})",
+                                    a.epoch, a.dead_mask, a.boundary, dead_mask_, agreed_mask_, first_unplanned_)));
+      return;
+    }
+    std::vector<Request*> roots;
+    for (const auto& [seq, req] : active_) {
+      if (seq == req->seq) roots.push_back(req);
+    }
+    std::sort(roots.begin(), roots.end(), [](const Request* x, const Request* y) { return x->seq < y->seq; });
+    // Collectives from the boundary on never completed a chunk (the rank that stopped first never
+    // sent them): forget their old stripes.
+    for (Request* req : roots) {
+      if (req->seq >= a.boundary && req->planned && !Unplan(req)) return;
+    }
+    for (uint64_t seq : a.recover) {
+      auto it = active_.find(seq);
+      if (it == active_.end() && Revive(seq) != nullptr) it = active_.find(seq);
+      if (it == active_.end() || !it->second->planned || it->second->pieces.empty()) {
+        Break(Status(Code::kPeerFailed,
+                     fmt::format("collective #{} had already completed on rank {} when server(s) {:#x} died, while "
+                                 "another rank still lacked part of its result; it cannot be re-run exactly",
+                                 seq, opts_.rank, newly)));
+        return;
+      }
+      PlanRerun(it->second, a.epoch, newly, a.dead_mask);
+    }
+    agreed_mask_ = a.dead_mask;
+    epoch_ = a.epoch;
+    const auto epoch_meta = wire::EncodeEpoch({a.epoch, a.dead_mask, a.boundary});
+    for (auto& s : servers_) {
+      if (!s.failed) s.conn->Send(transport::MakeOutMessage(epoch_meta, nullptr, 0));
+    }
+    const bool more_dead = dead_mask_ != agreed_mask_;
+    for (Request* req : roots) {
+      if (!req->planned && (req->seq < first_unplanned_ || !more_dead)) Plan(req);
+    }
+    if (more_dead) report_due_ = true;
+    last_progress_ = Clock::now();
+    const size_t left = ServersLeft(agreed_mask_).size();
+    Log().warn(
+        "rank {}: failover {}: {} server(s) left; {} collective(s) re-run the dead servers' shares, "
+        "collectives from #{} are striped over the servers left",
+        opts_.rank, a.epoch, left, a.recover.size(), a.boundary);
+    if (observe::TraceOn()) {
+      observe::TraceArgs t;
+      t.Add("epoch", a.epoch).Add("servers_left", left).Add("rerun", a.recover.size()).Add("boundary", a.boundary);
+      observe::TraceInstant("failover", "client", t);
+    }
+  }
+
+  // Forgets a collective's stripes so it can be striped again. Chunks already handed to a
+  // connection took window credit that no answer will return (the server drops them).
+  bool Unplan(Request* req) {
+    if (req->pieces.empty()) {
+      Break(InternalError(fmt::format("collective #{} cannot be striped again", req->seq)));
+      return false;
+    }
+    for (const Piece& p : req->pieces) {
+      if (p.have) {
+        Break(InternalError(fmt::format("collective #{} got a result before a failover striped it again", req->seq)));
+        return false;
+      }
+    }
+    for (auto& s : servers_) {
+      std::unordered_map<uint64_t, bool> unsent;
+      for (auto it = s.queue.begin(); it != s.queue.end();) {
+        if (it->req != req) {
+          ++it;
+          continue;
+        }
+        for (size_t k = it->next; k < it->chunks.size(); ++k) unsent[it->chunks[k].offset] = true;
+        it = s.queue.erase(it);
+      }
+      if (s.failed) continue;
+      for (const Piece& p : req->pieces) {
+        if (p.link == s.index && unsent.count(p.ref.offset) == 0) ReturnCredit(&s, p.ref.count * req->esize);
+      }
+    }
+    req->pieces.clear();
+    req->pending_link.assign(servers_.size(), 0);
+    req->outstanding = 0;
+    req->planned = false;
+    return true;
+  }
+
+  // The dead servers' chunks of `req` become one collective over the servers left, round robin.
+  void PlanRerun(Request* req, uint32_t epoch, uint64_t newly_dead, uint64_t dead) {
+    const std::vector<uint32_t> alive = ServersLeft(dead);
+    const uint64_t rseq = wire::RecoverySeq(epoch, req->seq);
+    std::vector<PendingSends> per(alive.size(), PendingSends{req, req->desc, {}, 0, {}});
+    for (auto& ps : per) {
+      ps.desc.coll_seq = rseq;
+      ps.desc.server_elems = 0;
+      ps.desc.epoch = epoch;
+    }
+    size_t k = 0;
+    for (Piece& p : req->pieces) {
+      if (((newly_dead >> p.link) & 1) == 0) continue;
+      const size_t j = static_cast<size_t>((k++ + req->seq) % alive.size());
+      if (!p.have) {  // still counted as due from the dead server
+        --req->pending_link[p.link];
+        --req->outstanding;
+      }
+      p.link = alive[j];
+      p.coll_seq = rseq;
+      p.awaiting = true;
+      ++req->pending_link[p.link];
+      ++req->outstanding;
+      per[j].chunks.push_back(p.ref);
+      per[j].flags.push_back(p.have ? wire::kChunkResultCopy : p.input_lost ? wire::kChunkInputLost : uint8_t{0});
+      per[j].desc.server_elems += p.ref.count;
+    }
+    for (size_t j = 0; j < alive.size(); ++j) {
+      if (!per[j].chunks.empty() && !servers_[alive[j]].failed) servers_[alive[j]].queue.push_back(std::move(per[j]));
+    }
+    active_.emplace(rseq, req);
+    req->rerun_seqs.push_back(rseq);
+  }
+
+  // A server that sends nothing, not even a heartbeat, while this rank waits on it is dead.
+  void CheckHeartbeats() {
+    const auto now = Clock::now();
+    for (auto& s : servers_) {
+      if (s.failed) continue;
+      bool busy = !s.queue.empty();
+      for (auto it = active_.begin(); !busy && it != active_.end(); ++it) busy = it->second->pending_link[s.index] > 0;
+      if (busy && !s.busy) s.last_heard = now;
+      s.busy = busy;
+      if (busy && now - s.last_heard > opts_.heartbeat) {
+        LoseServer(s,
+                   UnavailableError(fmt::format(
+                       "server {} sent nothing for {} ms while this rank waited on it; it may be frozen "
+                       "(OPTCAST_HEARTBEAT_MS sets the bound)",
+                       s.address, std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_heard).count())));
+      }
+    }
   }
 
   // ---- tracing (only called when it is on) ----
@@ -590,6 +1001,15 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   std::unordered_map<uint64_t, Request*> active_;
   uint64_t next_seq_ = 1;
   Status broken_;
+  // Failover (docs/reliability.md). Server sets are bit masks over servers_.
+  uint64_t dead_mask_ = 0;        // the servers this rank saw die
+  uint64_t agreed_mask_ = 0;      // those the job agreed on: collectives stripe over the rest
+  uint32_t epoch_ = 0;            // failovers applied
+  uint64_t first_unplanned_ = 0;  // the first collective not striped since a server died
+  uint64_t notice_mask_ = 0;      // deaths other ranks saw, from the servers' notices
+  std::vector<wire::FailoverAgreed> agreed_;
+  bool report_due_ = false;
+  std::deque<std::unique_ptr<Request>> retained_;  // see Retain()
   Clock::time_point last_progress_ = Clock::now();
   StallQuery stall_;
 };
@@ -665,6 +1085,13 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   if (auto t = GetEnv("OPTCAST_TRANSPORT")) o->transport = *t;
   OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_WINDOW", o->window, &v));
   o->window = static_cast<int>(v);
+  if (auto f = GetEnv("OPTCAST_FAILOVER")) {
+    if (*f != "0" && *f != "1") return InvalidArgument("OPTCAST_FAILOVER='" + *f + "' must be 0 (off) or 1 (on)");
+    o->failover = *f == "1";
+  }
+  OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_HEARTBEAT_MS", o->heartbeat.count(), &v));
+  if (v <= 0) return InvalidArgument("OPTCAST_HEARTBEAT_MS must be positive");
+  o->heartbeat = std::chrono::milliseconds(v);
   std::string secret;
   OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));
   if (!secret.empty()) o->secret = std::move(secret);

@@ -10,13 +10,16 @@ void StallQuery::Begin(uint64_t coll_seq, std::vector<Server> servers, Clock::ti
   coll_seq_ = coll_seq;
   deadline_ = deadline;
   servers_.clear();
-  for (auto& s : servers) servers_.push_back({std::move(s), std::nullopt});
+  for (auto& s : servers) {
+    if (s.coll_seq == 0) s.coll_seq = coll_seq;
+    servers_.push_back({std::move(s), std::nullopt});
+  }
 }
 
 void StallQuery::OnReport(size_t link, uint64_t coll_seq, std::string waiting_for) {
-  if (!asked_ || coll_seq != coll_seq_) return;
+  if (!asked_) return;
   for (auto& a : servers_) {
-    if (a.server.link == link && !a.answer) a.answer = std::move(waiting_for);
+    if (a.server.link == link && a.server.coll_seq == coll_seq && !a.answer) a.answer = std::move(waiting_for);
   }
 }
 

@@ -27,13 +27,16 @@ class StallQuery {
   struct Server {
     size_t link = 0;
     std::string address;
+    // The collective this server is asked about; 0: the one Begin names. A failover re-runs a dead
+    // server's share of a collective as a collective of its own (wire::RecoverySeq).
+    uint64_t coll_seq = 0;
   };
 
   bool asked() const { return asked_; }
   uint64_t coll_seq() const { return coll_seq_; }
   // Starts waiting for the answers of `servers` about collective `coll_seq` until `deadline`.
   void Begin(uint64_t coll_seq, std::vector<Server> servers, Clock::time_point deadline);
-  // A server's answer; ignored unless it is about the collective asked about.
+  // A server's answer; ignored unless it is about the collective that server was asked about.
   void OnReport(size_t link, uint64_t coll_seq, std::string waiting_for);
   // Every server answered, or the deadline passed.
   bool Done(Clock::time_point now) const;

@@ -362,6 +362,14 @@ void TraceAsyncEnd(std::string_view name, std::string_view cat, uint64_t id, dou
   Emit(e);
 }
 
+void TraceInstant(std::string_view name, std::string_view cat, const TraceArgs& args) {
+  if (!TraceOn()) return;
+  std::string e = EventHead(name, cat, 'i', TraceNowUs());
+  e += ",\"s\":\"p\"";
+  AppendArgs(&e, args);
+  Emit(e);
+}
+
 void TraceCounter(std::string_view name, double ts_us, const TraceArgs& args) {
   if (!TraceOn()) return;
   std::string e = EventHead(name, "counter", 'C', ts_us);

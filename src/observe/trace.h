@@ -80,6 +80,8 @@ void TraceComplete(std::string_view name, std::string_view cat, double start_us,
 void TraceAsyncBegin(std::string_view name, std::string_view cat, uint64_t id, double ts_us,
                      const TraceArgs& args = {});
 void TraceAsyncEnd(std::string_view name, std::string_view cat, uint64_t id, double ts_us, const TraceArgs& args = {});
+// A moment ("i" event, process-wide) such as a failover.
+void TraceInstant(std::string_view name, std::string_view cat, const TraceArgs& args = {});
 // A sampled value drawn as a counter track ("C" event); `args` holds the series.
 void TraceCounter(std::string_view name, double ts_us, const TraceArgs& args);
 

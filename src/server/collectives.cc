@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "observe/trace.h"
+#include "server/failover.h"
 #include "server/tree_math.h"
 
 namespace optcast::server {
@@ -42,17 +43,36 @@ Status Collectives::OnChunkMeta(ConnState* cs, const wire::Chunk& chunk, uint64_
     return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
                                      DataTypeName(wire_type), payload_len, expect_bytes));
   }
+  if (d.epoch > job->failover.epoch) {
+    return ProtocolError(
+        fmt::format("rank {} sent collective #{} striped at failover epoch {} before moving the job "
+                    "there (this server is at epoch {})",
+                    cs->rank, d.coll_seq, d.epoch, job->failover.epoch));
+  }
+  if (FailoverCoordinator::IsStale(*job, d)) {
+    // Sent before its rank learned of a failover that striped the collective again: dropped.
+    std::shared_ptr<uint8_t> sink(new uint8_t[payload_len > 0 ? payload_len : 1], std::default_delete<uint8_t[]>());
+    cs->rx_dst = sink;
+    *payload_dst = sink.get();
+    cs->rx_chunk = false;
+    return Status::Ok();
+  }
   if (auto failure = Admit(*job, cs->rank, d)) return jobs_.Abort(job, *failure);
   CollIt cit;
   if (auto failure = OpenCollective(job, cs->rank, d, &cit)) return jobs_.Abort(job, *failure);
   SlotIt sit;
   if (auto failure = OpenSlot(*job, cit->second, cs->rank, chunk.ref, &sit)) return jobs_.Abort(job, *failure);
-  const Slot& slot = sit->second;
+  Slot& slot = sit->second;
   const size_t idx = d.coll == CollType::kAllGather ? 0 : job->SeatOf(cs->rank);
   if (slot.have[job->SeatOf(cs->rank)] || slot.contribs[idx]) {
     return ProtocolError(fmt::format("rank {} sent the chunk at element {} of collective #{} twice", cs->rank,
                                      chunk.ref.offset, d.coll_seq));
   }
+  if (chunk.flags != 0 && (job->tree || d.coll == CollType::kAllGather)) {
+    return ProtocolError("a result copy is only sent to re-run an allreduce or reduce-scatter over a flat server list");
+  }
+  if ((chunk.flags & wire::kChunkResultCopy) != 0 && slot.copy_seat < 0) slot.copy_seat = static_cast<int32_t>(idx);
+  if ((chunk.flags & wire::kChunkInputLost) != 0) slot.input_lost = true;
   return ReceiveInto(job, cs, cit, sit, expect_bytes, payload_dst);
 }
 
@@ -127,6 +147,8 @@ MaybeFailure Collectives::OpenSlot(Job& job, CollState& coll, uint32_t rank, con
     slot.have.assign(seats, 0);
     slot.first_arrival = Clock::now();
     slot.state_bytes = SlotStateBytes(seats);
+    slot.copy_seat = -1;
+    slot.input_lost = false;
   } else {
     Slot& slot = sit->second;
     if (slot.ref.count != ref.count) {
@@ -171,7 +193,11 @@ Status Collectives::OnChunkComplete(ConnState* cs) {
   std::shared_ptr<Job> job = cs->job;
   if (job == nullptr || job->failed) return Status::Ok();
   auto cit = job->colls.find(cs->rx_seq);
-  if (cit == job->colls.end()) return InternalError("collective vanished while receiving");
+  if (cit == job->colls.end()) {
+    // A failover dropped the collective while this chunk arrived: nobody waits for it.
+    if (job->failover.epoch > 0) return Status::Ok();
+    return InternalError("collective vanished while receiving");
+  }
   auto sit = cit->second.slots.find(cs->rx_key);
   if (sit == cit->second.slots.end()) return InternalError("chunk slot vanished while receiving");
   Slot& slot = sit->second;
@@ -194,6 +220,22 @@ void Collectives::Progressed(Job& job) {
 }
 
 void Collectives::CompleteSlot(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit) {
+  Slot& slot = sit->second;
+  if (slot.copy_seat >= 0) {
+    // A re-run after a failover: a rank already holds this chunk's result, and every copy is the
+    // same, so it goes back as it came, with no reduction that could differ in the last bit.
+    slot.result = slot.contribs[static_cast<size_t>(slot.copy_seat)];
+    OnReduced(job, cit, sit);
+    return;
+  }
+  if (slot.input_lost) {
+    jobs_.Fail(job, {Code::kPeerFailed,
+                     fmt::format("collective #{} of job {} cannot be re-run exactly after a failover: a rank's input "
+                                 "at element {} was overwritten in place by a result that the dead server cut short, "
+                                 "and no rank holds that result whole",
+                                 wire::RootSeq(cit->first), job->hex, slot.ref.offset)});
+    return;
+  }
   if (job->tree || cit->second.desc.coll != CollType::kAllGather) {
     dispatcher_.Reduce(job, cit, sit);
     return;
@@ -251,6 +293,26 @@ void Collectives::FinishSlot(const std::shared_ptr<Job>& job, CollIt cit, SlotIt
     const uint64_t state_bytes = coll.state_bytes;
     job->colls.erase(cit);  // `coll` is gone
     jobs_.ReleaseState(*job, state_bytes);
+  }
+}
+
+void Collectives::DropCollectives(const std::shared_ptr<Job>& job,
+                                  const std::function<bool(const wire::CollDesc&)>& stale) {
+  for (auto cit = job->colls.begin(); cit != job->colls.end();) {
+    CollState& coll = cit->second;
+    if (!stale(coll.desc)) {
+      ++cit;
+      continue;
+    }
+    for (auto& [key, slot] : coll.slots) {
+      for (size_t seat = 0; seat < slot.contribs.size(); ++seat) {
+        if (!slot.contribs[seat]) continue;
+        job->Answered(coll.desc.coll == CollType::kAllGather ? slot.ref.segment : static_cast<uint32_t>(seat));
+      }
+      jobs_.ReleaseState(*job, slot.state_bytes);
+    }
+    jobs_.ReleaseState(*job, coll.state_bytes);
+    cit = job->colls.erase(cit);
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,10 @@ class Collectives : public ReductionSink {
   void SendReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit);
   void SendTo(Job& job, uint32_t index, transport::OutMessage msg);
   void OnReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit) override;
+
+  // Forgets the collectives a failover re-striped (`stale`): their chunks' senders are owed no
+  // answer, and none of their slots can be full (docs/reliability.md).
+  void DropCollectives(const std::shared_ptr<Job>& job, const std::function<bool(const wire::CollDesc&)>& stale);
 
   // The job moved on; the server as a whole too (see last_activity()).
   void Progressed(Job& job);

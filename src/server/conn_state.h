@@ -28,6 +28,7 @@ struct ConnState {
   bool want_write = false;
   Clock::time_point accepted_at = Clock::now();
   Clock::time_point close_by{};
+  Clock::time_point heartbeat_at{};  // when the last heartbeat went out
   // A hello waiting for its proof of the deployment secret.
   bool challenged = false;
   wire::Hello pending_hello{};

@@ -75,7 +75,12 @@ std::string DescribeColl(const wire::CollDesc& d) {
 
 std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wire::CollDesc& b, uint32_t rank_b) {
   std::string what;
-  if (a.coll != b.coll) {
+  if (a.epoch != b.epoch) {
+    what = fmt::format(
+        "failover epoch: rank {} striped it after {} failover(s), rank {} after {}; the ranks did not agree on the "
+        "servers left",
+        rank_a, a.epoch, rank_b, b.epoch);
+  } else if (a.coll != b.coll) {
     what = fmt::format("collective type: rank {} called {}, rank {} called {}", rank_a, CollTypeName(a.coll), rank_b,
                        CollTypeName(b.coll));
   } else if (a.dtype != b.dtype) {

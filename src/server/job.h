@@ -32,6 +32,10 @@ struct Slot {
   uint32_t expected = 0;
   Clock::time_point first_arrival{};  // for the chunk latency metric
   uint64_t state_bytes = 0;           // bookkeeping charged to the job for this slot
+  // Failover: a seat that sent the result instead of its input (forwarded as is), and whether a
+  // rank's input was lost to a result cut short.
+  int32_t copy_seat = -1;
+  bool input_lost = false;
   // What goes back down once reduced: the result (in a flat job, contribs[0] reduced in place);
   // in an aggregation tree first the combined partial, then the result from upstream.
   std::shared_ptr<uint8_t> result;
@@ -79,6 +83,18 @@ struct Participant {
   uint32_t open_chunks = 0;
 };
 
+// What this server knows of a job's failovers (docs/reliability.md): the epochs its ranks applied,
+// and the reports of the failover being agreed.
+struct JobFailover {
+  uint32_t epoch = 0;                   // failovers applied (the ranks' Epoch messages)
+  uint64_t dead_mask = 0;               // the servers the job lost, by place in its server list
+  std::vector<uint64_t> boundaries{0};  // [e]: collectives from here on were striped again at epoch e
+  uint32_t round_epoch = 0;             // the reports being collected come from ranks at this epoch
+  uint32_t agreed_through = 0;          // the last epoch this server saw agreed
+  std::unordered_map<uint32_t, wire::FailoverReport> reports;  // by rank, this round
+  std::unordered_map<uint32_t, uint64_t> noticed;              // the dead set last told each rank
+};
+
 // A job: a 128-bit id and its ranks' connections.
 struct Job {
   wire::JobIdBytes id{};
@@ -95,6 +111,7 @@ struct Job {
   std::map<uint64_t, CollState> colls;
   Clock::time_point last_progress = Clock::now();
   bool failed = false;
+  JobFailover failover;
   // Set when the job spans an aggregation tree: this server has a parent or downstream servers.
   std::unique_ptr<TreeJob> tree;
 

@@ -15,6 +15,7 @@
 #include "server/buffer_pool.h"
 #include "server/collectives.h"
 #include "server/connection_loop.h"
+#include "server/failover.h"
 #include "server/job_table.h"
 #include "server/reduction_dispatcher.h"
 #include "server/server_metrics.h"
@@ -59,7 +60,8 @@ class Server::Impl : public ConnectionLoop::Events {
         dispatcher_(metrics_, jobs_, pool_),
         collectives_(opts_, metrics_, loop_, jobs_, pool_, dispatcher_),
         tree_(opts_, metrics_, loop_, jobs_, pool_, collectives_),
-        admission_(opts_, metrics_, loop_, jobs_, tree_) {
+        admission_(opts_, metrics_, loop_, jobs_, tree_),
+        failover_(metrics_, loop_, jobs_, collectives_, opts_.transport != transport::Kind::kOfi) {
     dispatcher_.set_sink(&collectives_);
   }
 
@@ -116,6 +118,7 @@ class Server::Impl : public ConnectionLoop::Events {
   Collectives collectives_;
   TreeRelay tree_;
   Admission admission_;
+  FailoverCoordinator failover_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_requested_{false};
   std::atomic<int64_t> drain_ms_{0};
@@ -204,6 +207,12 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
       if (payload_len != 0) return ProtocolError("proof carries a payload");
       return admission_.OnProof(cs, msg.proof);
     case wire::MsgType::kChunk: return collectives_.OnChunkMeta(cs, msg.chunk, payload_len, payload_dst);
+    case wire::MsgType::kFailover:
+      if (payload_len != 0) return ProtocolError("failover report carries a payload");
+      return failover_.OnReport(cs, msg.report);
+    case wire::MsgType::kEpoch:
+      if (payload_len != 0) return ProtocolError("epoch carries a payload");
+      return failover_.OnEpoch(cs, msg.epoch);
     case wire::MsgType::kBye:
       if (!cs->job) return ProtocolError("goodbye before hello");
       return Status::Ok();
@@ -278,6 +287,7 @@ void Server::Impl::Sweep() {
   // A parent that never welcomes this server's hello fails the job below it.
   tree_.ExpireUnwelcomed(now);
   jobs_.FailStalled(now);
+  failover_.SendHeartbeats(now);
   // The last events of a burst reach the file even if no other event follows.
   observe::MaybeFlushTrace();
 }

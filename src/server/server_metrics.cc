@@ -32,6 +32,8 @@ ServerMetrics::ServerMetrics()
       bytes_out_(registry_.AddCounter("optcast_server_sent_bytes_total", "Payload bytes sent to ranks")),
       jobs_created_(registry_.AddCounter("optcast_server_jobs_created_total", "Jobs created by a first hello")),
       chunks_(registry_.AddCounter("optcast_server_chunks_total", "Chunks reduced (or forwarded, for all-gather)")),
+      failovers_(registry_.AddCounter("optcast_failovers_total",
+                                      "Failovers applied: a job's ranks moved off reduction servers that died")),
       chunk_latency_(registry_.AddHistogram(
           "optcast_server_chunk_latency_seconds",
           "From a chunk's first contribution arriving to its result queued for every rank (waiting for "

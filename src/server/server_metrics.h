@@ -40,6 +40,9 @@ class ServerMetrics {
   void SetReduceThreads(uint64_t n) { reduce_threads_.store(n, std::memory_order_relaxed); }
   void SetDraining() { draining_.store(true, std::memory_order_relaxed); }
   void CollectiveDone(CollType coll);
+  // A job moved off servers that died (an epoch its ranks applied here).
+  void Failover() { failovers_.Inc(); }
+  uint64_t failovers() const { return failovers_.value(); }
   void ChunkDone(std::chrono::steady_clock::duration latency);
   void Reduced(std::chrono::steady_clock::duration took);
 
@@ -76,6 +79,7 @@ class ServerMetrics {
   observe::Counter& bytes_out_;
   observe::Counter& jobs_created_;
   observe::Counter& chunks_;
+  observe::Counter& failovers_;
   observe::Counter* collectives_[3];
   observe::Counter* errors_[11];
   observe::Histogram& chunk_latency_;

@@ -7,7 +7,7 @@ namespace optcast::wire {
 
 namespace {
 
-constexpr size_t kCollDescBytes = 8 + 4 + 8 + 8;
+constexpr size_t kCollDescBytes = 8 + 4 + 8 + 8 + 4;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
 static_assert(kChunkMetaBytes == 4 + kCollDescBytes + kChunkRefBytes);
 static_assert(kDoneMetaBytes == 4 + 8 + kChunkRefBytes);
@@ -74,14 +74,29 @@ class Reader {
   size_t pos_ = 0;
 };
 
-void PutDesc(Writer& w, const CollDesc& d) {
+void PutDesc(Writer& w, const CollDesc& d, uint8_t flags) {
   w.U64(d.coll_seq);
   w.U8(static_cast<uint8_t>(d.coll));
   w.U8(static_cast<uint8_t>(d.dtype));
   w.U8(static_cast<uint8_t>(d.op));
-  w.U8(0);
+  w.U8(flags);
   w.U64(d.count);
   w.U64(d.server_elems);
+  w.U32(d.epoch);
+}
+
+void PutSeqs(Writer& w, const std::vector<uint64_t>& seqs) {
+  const size_t n = std::min(seqs.size(), kMaxFailoverSeqs);
+  w.U32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) w.U64(seqs[i]);
+}
+
+bool GetSeqs(Reader& r, std::vector<uint64_t>* seqs) {
+  uint32_t n = 0;
+  if (!r.U32(&n) || n > kMaxFailoverSeqs || r.remaining() != size_t{n} * 8) return false;
+  seqs->resize(n);
+  for (auto& s : *seqs) r.U64(&s);
+  return true;
 }
 
 void PutRef(Writer& w, const ChunkRef& r) {
@@ -129,7 +144,7 @@ std::vector<uint8_t> EncodeError(const ErrorMsg& m) {
 
 std::vector<uint8_t> EncodeChunk(const Chunk& m) {
   Writer w(MsgType::kChunk);
-  PutDesc(w, m.desc);
+  PutDesc(w, m.desc, m.flags);
   PutRef(w, m.ref);
   return w.Take();
 }
@@ -139,7 +154,7 @@ std::vector<uint8_t> EncodeAck(const ChunkDone& m) { return EncodeDone(MsgType::
 
 void EncodeChunkTo(const Chunk& m, uint8_t* out) {
   Writer w(MsgType::kChunk, out);
-  PutDesc(w, m.desc);
+  PutDesc(w, m.desc, m.flags);
   PutRef(w, m.ref);
 }
 
@@ -190,6 +205,41 @@ std::vector<uint8_t> EncodeStallReport(const StallReport& m) {
   return w.Take();
 }
 
+std::vector<uint8_t> EncodeFailover(const FailoverReport& m) {
+  Writer w(MsgType::kFailover);
+  w.U32(m.epoch);
+  w.U32(m.server_index);
+  w.U64(m.dead_mask);
+  w.U64(m.first_unplanned);
+  PutSeqs(w, m.needing);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeAgreed(const FailoverAgreed& m) {
+  Writer w(MsgType::kAgreed);
+  w.U32(m.epoch);
+  w.U64(m.dead_mask);
+  w.U64(m.boundary);
+  PutSeqs(w, m.recover);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeNotice(uint64_t dead_mask) {
+  Writer w(MsgType::kNotice);
+  w.U64(dead_mask);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeEpoch(const EpochChange& m) {
+  Writer w(MsgType::kEpoch);
+  w.U32(m.epoch);
+  w.U64(m.dead_mask);
+  w.U64(m.boundary);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeHeartbeat() { return Writer(MsgType::kHeartbeat).Take(); }
+
 Status Decode(std::span<const uint8_t> meta, Message* out) {
   Reader r(meta);
   uint16_t version = 0;
@@ -230,11 +280,14 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     case MsgType::kChunk: {
       CollDesc& d = out->chunk.desc;
       ChunkRef& c = out->chunk.ref;
-      uint8_t coll = 0, dtype = 0, op = 0, pad = 0;
+      uint8_t coll = 0, dtype = 0, op = 0;
       if (r.remaining() != kCollDescBytes + kChunkRefBytes || !r.U64(&d.coll_seq) || !r.U8(&coll) || !r.U8(&dtype) ||
-          !r.U8(&op) || !r.U8(&pad) || !r.U64(&d.count) || !r.U64(&d.server_elems) || !r.U32(&c.segment) ||
-          !r.U64(&c.offset) || !r.U32(&c.count)) {
+          !r.U8(&op) || !r.U8(&out->chunk.flags) || !r.U64(&d.count) || !r.U64(&d.server_elems) || !r.U32(&d.epoch) ||
+          !r.U32(&c.segment) || !r.U64(&c.offset) || !r.U32(&c.count)) {
         return Truncated("chunk");
+      }
+      if ((out->chunk.flags & ~(kChunkResultCopy | kChunkInputLost)) != 0) {
+        return ProtocolError("chunk has unknown flags " + std::to_string(out->chunk.flags));
       }
       if (!IsValidCollType(coll)) return ProtocolError("chunk names unknown collective " + std::to_string(coll));
       if (!IsValidDataType(dtype)) return ProtocolError("chunk names unknown data type " + std::to_string(dtype));
@@ -285,6 +338,34 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
       if (len > 0 && !r.Bytes(out->stall_report.waiting_for.data(), len)) return Truncated("stall report");
       return Status::Ok();
     }
+    case MsgType::kFailover: {
+      FailoverReport& f = out->report;
+      if (!r.U32(&f.epoch) || !r.U32(&f.server_index) || !r.U64(&f.dead_mask) || !r.U64(&f.first_unplanned) ||
+          !GetSeqs(r, &f.needing)) {
+        return Truncated("failover");
+      }
+      if (f.server_index >= 64) return ProtocolError("failover names server index " + std::to_string(f.server_index));
+      return Status::Ok();
+    }
+    case MsgType::kAgreed: {
+      FailoverAgreed& a = out->agreed;
+      if (!r.U32(&a.epoch) || !r.U64(&a.dead_mask) || !r.U64(&a.boundary) || !GetSeqs(r, &a.recover)) {
+        return Truncated("agreed");
+      }
+      return Status::Ok();
+    }
+    case MsgType::kNotice:
+      if (!r.U64(&out->notice_mask) || r.remaining() != 0) return Truncated("notice");
+      return Status::Ok();
+    case MsgType::kEpoch:
+      if (!r.U32(&out->epoch.epoch) || !r.U64(&out->epoch.dead_mask) || !r.U64(&out->epoch.boundary) ||
+          r.remaining() != 0) {
+        return Truncated("epoch");
+      }
+      return Status::Ok();
+    case MsgType::kHeartbeat:
+      if (r.remaining() != 0) return Truncated("heartbeat");
+      return Status::Ok();
   }
   return ProtocolError("unknown message type " + std::to_string(type));
 }

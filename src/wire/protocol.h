@@ -18,7 +18,13 @@
 //   Sealed   (s->s): nranks u32  every rank of the job has joined the tree (see docs/tree.md)
 //   StallQuery (c->s): coll_seq u64  which ranks is this collective waiting for? (a client's timeout)
 //   StallReport(s->c): coll_seq u64 text_len u32 text[text_len]  the server's answer, for the error
-//   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 pad u8 count u64 server_elems u64
+//   Failover (c->s): epoch u32 server_index u32 dead_mask u64 first_unplanned u64 n u32 seqs u64[n]
+//   Agreed   (s->c): epoch u32 dead_mask u64 boundary u64 n u32 seqs u64[n]
+//   Notice   (s->c): dead_mask u64   another rank reported these servers dead
+//   Epoch    (c->s): epoch u32 dead_mask u64 boundary u64   the rank applied an agreed failover
+//   Heartbeat(s->c): (nothing)  the server is alive while a rank waits on it
+//   CollDesc        : coll_seq u64 coll u8 dtype u8 op u8 flags u8 count u64 server_elems u64 epoch u32
+// (docs/reliability.md, "Failover", describes the failover messages.)
 
 #include <array>
 #include <cstdint>
@@ -31,7 +37,7 @@
 
 namespace optcast::wire {
 
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr uint16_t kDefaultPort = 8918;
 
 enum class MsgType : uint16_t {
@@ -48,6 +54,11 @@ enum class MsgType : uint16_t {
   kSealed = 11,
   kStallQuery = 12,
   kStallReport = 13,
+  kFailover = 14,
+  kAgreed = 15,
+  kNotice = 16,
+  kEpoch = 17,
+  kHeartbeat = 18,
 };
 
 // Hello flags. A downstream reduction server joins its parent's job as one member: its `rank` is
@@ -85,6 +96,7 @@ struct CollDesc {
   RedOp op = RedOp::kSum;
   uint64_t count = 0;         // the collective's count argument (per-rank count for RS/AG)
   uint64_t server_elems = 0;  // elements this server handles for this collective
+  uint32_t epoch = 0;         // failovers the job had applied when the collective was striped
   bool operator==(const CollDesc&) const = default;
 };
 
@@ -94,9 +106,17 @@ struct ChunkRef {
   uint32_t count = 0;    // elements
 };
 
+// Chunk flags. A result copy carries the chunk's result, which the rank already received, in place
+// of its input (which an in-place collective overwrote): the server forwards it unreduced.
+inline constexpr uint8_t kChunkResultCopy = 1u << 0;
+// The rank's input for this chunk was overwritten in place by a result that a dead server cut
+// short: only a result copy from another rank can complete the chunk exactly.
+inline constexpr uint8_t kChunkInputLost = 1u << 1;
+
 struct Chunk {
   CollDesc desc;
   ChunkRef ref;
+  uint8_t flags = 0;
 };
 
 struct ChunkDone {  // Result and Ack
@@ -117,6 +137,40 @@ struct StallReport {
   std::string waiting_for;  // the ranks, "1,3", or a sentence saying why none are named
 };
 
+// Failover (docs/reliability.md). Server sets are bit masks over the ranks' server list.
+inline constexpr size_t kMaxFailoverSeqs = 1024;
+
+// A failover re-runs the shares of collective `root` that dead servers held as one collective
+// of its own, numbered from the epoch it starts and the root (roots stay below 2^56).
+inline constexpr uint64_t kRecoverySeqBit = uint64_t{1} << 63;
+inline constexpr uint64_t kRootSeqMask = (uint64_t{1} << 56) - 1;
+inline uint64_t RecoverySeq(uint32_t epoch, uint64_t root) {
+  return kRecoverySeqBit | (static_cast<uint64_t>(epoch & 0x7f) << 56) | (root & kRootSeqMask);
+}
+inline bool IsRecoverySeq(uint64_t seq) { return (seq & kRecoverySeqBit) != 0; }
+inline uint64_t RootSeq(uint64_t seq) { return seq & kRootSeqMask; }
+
+struct FailoverReport {           // a rank's view after it saw servers die
+  uint32_t epoch = 0;             // failovers the rank has applied
+  uint32_t server_index = 0;      // the receiving server's place in the rank's list
+  uint64_t dead_mask = 0;         // the servers the rank knows dead
+  uint64_t first_unplanned = 0;   // its first collective not yet striped (none striped since)
+  std::vector<uint64_t> needing;  // collectives that lack results from a server in dead_mask
+};
+
+struct FailoverAgreed {  // every rank reported the same dead servers: what all ranks do now
+  uint32_t epoch = 0;    // the epoch this failover starts
+  uint64_t dead_mask = 0;
+  uint64_t boundary = 0;          // collectives from here on are striped again over the survivors
+  std::vector<uint64_t> recover;  // earlier collectives whose dead servers' shares are re-run
+};
+
+struct EpochChange {  // a rank applied an agreed failover
+  uint32_t epoch = 0;
+  uint64_t dead_mask = 0;
+  uint64_t boundary = 0;
+};
+
 // A decoded meta block.
 struct Message {
   MsgType type = MsgType::kHello;
@@ -131,6 +185,10 @@ struct Message {
   uint32_t sealed_nranks = 0;
   uint64_t stall_query_seq = 0;
   StallReport stall_report;
+  FailoverReport report;
+  FailoverAgreed agreed;
+  uint64_t notice_mask = 0;
+  EpochChange epoch;
 };
 
 std::vector<uint8_t> EncodeHello(const Hello& m);
@@ -146,10 +204,15 @@ std::vector<uint8_t> EncodeGrow(const Grow& m);
 std::vector<uint8_t> EncodeSealed(uint32_t nranks);
 std::vector<uint8_t> EncodeStallQuery(uint64_t coll_seq);
 std::vector<uint8_t> EncodeStallReport(const StallReport& m);
+std::vector<uint8_t> EncodeFailover(const FailoverReport& m);
+std::vector<uint8_t> EncodeAgreed(const FailoverAgreed& m);
+std::vector<uint8_t> EncodeNotice(uint64_t dead_mask);
+std::vector<uint8_t> EncodeEpoch(const EpochChange& m);
+std::vector<uint8_t> EncodeHeartbeat();
 
 // The per-chunk messages have fixed sizes; these write them into the caller's buffer so the data
 // path allocates nothing. `type` of EncodeDoneTo is kResult or kAck.
-inline constexpr size_t kChunkMetaBytes = 48;
+inline constexpr size_t kChunkMetaBytes = 52;
 inline constexpr size_t kDoneMetaBytes = 28;
 void EncodeChunkTo(const Chunk& m, uint8_t* out);
 void EncodeDoneTo(MsgType type, const ChunkDone& m, uint8_t* out);

@@ -278,6 +278,8 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.chunk_bytes = config.chunk_bytes;
   o.window = config.window;
   o.secret = config.secret;
+  o.failover = config.failover;
+  o.heartbeat = config.heartbeat;
   return Communicator::Create(o, out);
 }
 

@@ -175,6 +175,8 @@ struct CommConfig {
   size_t chunk_bytes = 0;
   int window = 0;
   std::string secret;
+  bool failover = true;
+  milliseconds heartbeat{3000};
 };
 
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,

@@ -99,9 +99,9 @@ RawReply ReadReply(int fd) {
     r.detail = "undecodable meta: " + st.ToString();
     return r;
   }
-  // The documented layout: version 1, then the type.
-  if (meta[0] != 1 || meta[1] != 0) {
-    r.detail = "frame not of protocol version 1";
+  // The documented layout: version 2, then the type.
+  if (meta[0] != 2 || meta[1] != 0) {
+    r.detail = "frame not of protocol version 2";
     return r;
   }
   r.kind = RawReply::kFrame;

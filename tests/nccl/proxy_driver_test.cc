@@ -834,13 +834,14 @@ ncclResult_t TestUntilEnd(ncclCollNet_v11_t* cn, void* request, std::chrono::mil
   return rc;
 }
 
-TEST(ProxyErrors, ServerDyingFailsCollectivesPromptly) {
+TEST(ProxyErrors, WithFailoverOffServerDyingFailsCollectivesPromptly) {
   ServerProcesses servers(2);
   const pid_t victim = servers.pid(1);
   const std::string victim_address = servers.Address(1);
   InOneChild("server dies", [&] {
     setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
     setenv("OPTCAST_TIMEOUT_MS", "30000", 1);  // the failure must come from the lost connection
+    setenv("OPTCAST_FAILOVER", "0", 1);
     Plugin p;
     auto* cn = p.cn;
     void* ctx = p.ctx;
@@ -865,6 +866,40 @@ TEST(ProxyErrors, ServerDyingFailsCollectivesPromptly) {
     EXPECT_EQ(rc, ncclRemoteError);
     EXPECT_LT(MsSince(start), 10000);
     EXPECT_TRUE(Warned({"lost the connection to server " + victim_address, "OPTCAST_SERVERS run"}));
+    EXPECT_EQ(cn->closeColl(comm), ncclSuccess);
+  });
+}
+
+// Failover on (the default): NCCL's requests after the death complete normally, with exact
+// results, over the server left.
+TEST(ProxyErrors, ServerDyingMidJobFailsOverAndRequestsCompleteNormally) {
+  ServerProcesses servers(2);
+  const pid_t victim = servers.pid(0);
+  InOneChild("server dies, failover", [&] {
+    setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
+    setenv("OPTCAST_TIMEOUT_MS", "30000", 1);
+    Plugin p;
+    auto* cn = p.cn;
+    void* ctx = p.ctx;
+    ncclResult_t rc = ncclInternalError;
+    void* comm = ConnectAlone(cn, ctx, &rc);
+    ASSERT_EQ(rc, ncclSuccess);
+    std::vector<float> in(1 << 20), out(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 1000) * 0.25f;
+    for (int round = 0; round < 6; ++round) {
+      if (round == 2) ASSERT_EQ(::kill(victim, SIGKILL), 0);
+      std::fill(out.begin(), out.end(), -1.0f);
+      void* req = nullptr;
+      int done = 0;
+      ASSERT_TRUE(PollUntil([&] {
+        EXPECT_EQ(cn->iallreduce(comm, in.data(), out.data(), in.size(), ncclFloat32, ncclSum, nullptr, nullptr, &req),
+                  ncclSuccess);
+        return req != nullptr;
+      }));
+      ASSERT_EQ(TestUntilEnd(cn, req, std::chrono::seconds(20), &done), ncclSuccess) << "round " << round;
+      ASSERT_EQ(done, 1);
+      ASSERT_EQ(std::memcmp(in.data(), out.data(), in.size() * sizeof(float)), 0) << "round " << round;
+    }
     EXPECT_EQ(cn->closeColl(comm), ncclSuccess);
   });
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "wire/protocol.h"
+
 namespace optcast::client {
 namespace {
 
@@ -55,6 +57,22 @@ TEST(StallQuery, AnAnswerWithoutRanksDoesNotBlameARank) {
   none.Begin(3, {}, Clock::now());
   EXPECT_TRUE(none.Done(Clock::now()));
   EXPECT_EQ(none.Describe(milliseconds(100)), "a rank or a server may be stuck or dead");
+}
+
+TEST(StallQuery, AServerAskedAboutAReRunAnswersAboutTheReRun) {
+  // After a failover, a server may owe a collective only the re-run of a dead server's share.
+  StallQuery q;
+  const auto now = Clock::now();
+  const uint64_t rerun = wire::RecoverySeq(1, 7);
+  q.Begin(7, {{0, "h0:1"}, {1, "h1:1", rerun}}, now + milliseconds(1000));
+  q.OnReport(1, 7, "0");  // about the collective itself, which h1 was not asked about: ignored
+  EXPECT_FALSE(q.Done(now));
+  q.OnReport(1, rerun, "2");
+  q.OnReport(0, 7, "2");
+  EXPECT_TRUE(q.Done(now));
+  EXPECT_EQ(q.Describe(milliseconds(1000)),
+            "server h0:1 is still waiting for rank(s) 2; server h1:1 is still waiting for rank(s) 2; a rank may be "
+            "stuck or dead");
 }
 
 }  // namespace

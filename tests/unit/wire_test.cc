@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kPrefixBytes = 4;
 constexpr size_t kHelloBytes = kPrefixBytes + 16 + 4 + 4 + 4;
 constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4;
-constexpr size_t kCollDescBytes = 8 + 1 + 1 + 1 + 1 + 8 + 8;
+constexpr size_t kCollDescBytes = 8 + 1 + 1 + 1 + 1 + 8 + 8 + 4;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
 constexpr size_t kChunkBytes = kPrefixBytes + kCollDescBytes + kChunkRefBytes;
 constexpr size_t kDoneBytes = kPrefixBytes + 8 + kChunkRefBytes;
@@ -34,9 +34,7 @@ Status DecodeBytes(const std::vector<uint8_t>& bytes, Message* out) {
   return Decode(std::span<const uint8_t>(bytes.data(), bytes.size()), out);
 }
 
-uint16_t GetU16(const std::vector<uint8_t>& b, size_t at) {
-  return static_cast<uint16_t>(b[at] | (b[at + 1] << 8));
-}
+uint16_t GetU16(const std::vector<uint8_t>& b, size_t at) { return static_cast<uint16_t>(b[at] | (b[at + 1] << 8)); }
 
 void PutU16(std::vector<uint8_t>& b, size_t at, uint16_t v) {
   b[at] = static_cast<uint8_t>(v);
@@ -67,8 +65,20 @@ std::vector<std::vector<uint8_t>> AllValidMessages() {
   h.rank = 2;
   ErrorMsg e{Code::kMismatch, 9, "boom"};
   ChunkDone d{5, {1, 2, 3}};
-  return {EncodeHello(h), EncodeWelcome({1u << 20, 30000}), EncodeError(e), EncodeChunk(SampleChunk()),
-          EncodeResult(d), EncodeAck(d), EncodeBye()};
+  return {EncodeHello(h),
+          EncodeWelcome({1u << 20, 30000}),
+          EncodeError(e),
+          EncodeChunk(SampleChunk()),
+          EncodeResult(d),
+          EncodeAck(d),
+          EncodeBye(),
+          EncodeStallQuery(5),
+          EncodeStallReport(StallReport{5, "1,3"}),
+          EncodeFailover(FailoverReport{1, 0, 0x2, 6, {5}}),
+          EncodeAgreed(FailoverAgreed{1, 0x2, 6, {5}}),
+          EncodeNotice(0x2),
+          EncodeEpoch(EpochChange{1, 0x2, 6}),
+          EncodeHeartbeat()};
 }
 
 // ---- Round trips ----
@@ -238,6 +248,70 @@ TEST(WireRoundTrip, StallQueryAndReport) {
   EXPECT_EQ(DecodeBytes(report, &out).code(), Code::kProtocol);
 }
 
+TEST(WireRoundTrip, FailoverMessages) {
+  Message out;
+  FailoverReport r;
+  r.epoch = 2;
+  r.server_index = 5;
+  r.dead_mask = 0x9;
+  r.first_unplanned = 0x0102030405060708ull;
+  r.needing = {3, 7, 0xffffffffffull};
+  ASSERT_TRUE(DecodeBytes(EncodeFailover(r), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kFailover);
+  EXPECT_EQ(out.report.epoch, 2u);
+  EXPECT_EQ(out.report.server_index, 5u);
+  EXPECT_EQ(out.report.dead_mask, 0x9u);
+  EXPECT_EQ(out.report.first_unplanned, r.first_unplanned);
+  EXPECT_EQ(out.report.needing, r.needing);
+  FailoverAgreed a{3, 0x30, 99, {1, 2}};
+  ASSERT_TRUE(DecodeBytes(EncodeAgreed(a), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kAgreed);
+  EXPECT_EQ(out.agreed.epoch, 3u);
+  EXPECT_EQ(out.agreed.dead_mask, 0x30u);
+  EXPECT_EQ(out.agreed.boundary, 99u);
+  EXPECT_EQ(out.agreed.recover, (std::vector<uint64_t>{1, 2}));
+  ASSERT_TRUE(DecodeBytes(EncodeNotice(0x4), &out).ok());
+  EXPECT_EQ(out.notice_mask, 0x4u);
+  ASSERT_TRUE(DecodeBytes(EncodeEpoch({1, 0x2, 17}), &out).ok());
+  EXPECT_EQ(out.epoch.boundary, 17u);
+  ASSERT_TRUE(DecodeBytes(EncodeHeartbeat(), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kHeartbeat);
+  // A list whose length disagrees with the bytes, or a report naming a 65th server, is refused.
+  auto bytes = EncodeFailover(r);
+  bytes.pop_back();
+  EXPECT_EQ(DecodeBytes(bytes, &out).code(), Code::kProtocol);
+  r.server_index = 64;
+  EXPECT_EQ(DecodeBytes(EncodeFailover(r), &out).code(), Code::kProtocol);
+  // Recovery collectives keep their root and epoch apart from every ordinary sequence number.
+  const uint64_t seq = RecoverySeq(5, 1234);
+  EXPECT_TRUE(IsRecoverySeq(seq));
+  EXPECT_FALSE(IsRecoverySeq(1234));
+  EXPECT_EQ(RootSeq(seq), 1234u);
+  EXPECT_NE(RecoverySeq(4, 1234), seq);
+}
+
+TEST(WireRoundTrip, LaterMessageTypesKeepTheirDocumentedNumbers) {
+  // docs/protocol.md: StallQuery and StallReport are 12 and 13, the failover messages 14 to 18.
+  EXPECT_EQ(GetU16(EncodeStallQuery(1), 2), 12);
+  EXPECT_EQ(GetU16(EncodeStallReport(StallReport{1, "0"}), 2), 13);
+  EXPECT_EQ(GetU16(EncodeFailover(FailoverReport{}), 2), 14);
+  EXPECT_EQ(GetU16(EncodeAgreed(FailoverAgreed{}), 2), 15);
+  EXPECT_EQ(GetU16(EncodeNotice(1), 2), 16);
+  EXPECT_EQ(GetU16(EncodeEpoch(EpochChange{}), 2), 17);
+  EXPECT_EQ(GetU16(EncodeHeartbeat(), 2), 18);
+}
+
+TEST(WireRoundTrip, ChunkFlags) {
+  Chunk c = SampleChunk();
+  c.flags = kChunkResultCopy | kChunkInputLost;
+  Message out;
+  ASSERT_TRUE(DecodeBytes(EncodeChunk(c), &out).ok());
+  EXPECT_EQ(out.chunk.flags, c.flags);
+  auto bytes = EncodeChunk(c);
+  bytes[kChunkOpOffset + 1] = 0x80;  // an unknown flag
+  EXPECT_EQ(DecodeBytes(bytes, &out).code(), Code::kProtocol);
+}
+
 TEST(WireRoundTrip, LittleEndianLayout) {
   // The chunk layout is fixed: check a few fields at their documented byte positions.
   const auto b = EncodeChunk(SampleChunk());
@@ -246,7 +320,7 @@ TEST(WireRoundTrip, LittleEndianLayout) {
   EXPECT_EQ(b[kChunkCollOffset], static_cast<uint8_t>(CollType::kReduceScatter));
   EXPECT_EQ(b[kChunkDtypeOffset], static_cast<uint8_t>(DataType::kBFloat16));
   EXPECT_EQ(b[kChunkOpOffset], static_cast<uint8_t>(RedOp::kMax));
-  EXPECT_EQ(b[kChunkOpOffset + 1], 0);  // pad
+  EXPECT_EQ(b[kChunkOpOffset + 1], 0);  // flags
   EXPECT_EQ(b[kChunkRefCountOffset], 0x98);
   EXPECT_EQ(b[kChunkRefCountOffset + 3], 0xfe);
 }
@@ -269,7 +343,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{14}, uint16_t{15}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{19}, uint16_t{20}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;

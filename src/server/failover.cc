@@ -1,0 +1,159 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "server/failover.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <set>
+
+#include "common/log.h"
+#include "observe/trace.h"
+
+namespace optcast::server {
+namespace {
+
+std::string ListServers(uint64_t mask) {
+  std::string out;
+  for (int i = 0; i < 64; ++i) {
+    if ((mask >> i) & 1) out += (out.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+FailoverCoordinator::FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs,
+                                         Collectives& collectives, bool heartbeats)
+    : metrics_(metrics), loop_(loop), jobs_(jobs), collectives_(collectives), heartbeats_(heartbeats) {}
+
+void FailoverCoordinator::Announce(const std::shared_ptr<Job>& job, const std::vector<uint8_t>& meta) {
+  for (auto& [rank, p] : job->participants) {
+    if (p.conn != nullptr && !p.conn->closing && !p.conn->dead) {
+      loop_.Send(p.conn, transport::MakeOutMessage(meta, nullptr, 0));
+    }
+  }
+}
+
+Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& r) {
+  if (!cs->job) return ProtocolError("failover report before hello; say hello first");
+  std::shared_ptr<Job> job = cs->job;
+  if (job->tree) {
+    return jobs_.Abort(job, {Code::kInvalidArgument,
+                             fmt::format("rank {} of job {} reports dead servers, but failover covers flat server "
+                                         "lists only; this job spans an aggregation tree (docs/reliability.md)",
+                                         cs->rank, job->hex)});
+  }
+  if ((r.dead_mask >> r.server_index) & 1) {
+    return ProtocolError(
+        fmt::format("rank {} reports this server (its server {}) dead to itself", cs->rank, r.server_index));
+  }
+  JobFailover& fo = job->failover;
+  if (r.epoch < fo.round_epoch || r.epoch < fo.agreed_through) return Status::Ok();  // it learns of it on the way
+  if (r.epoch > fo.round_epoch) {
+    fo.round_epoch = r.epoch;
+    fo.reports.clear();
+    fo.noticed.clear();
+  }
+  fo.reports[cs->rank] = r;
+  uint64_t all_dead = 0;
+  for (const auto& [rank, rep] : fo.reports) all_dead |= rep.dead_mask;
+  // Ranks that have not seen every death yet learn of it here, and report again.
+  for (auto& [rank, p] : job->participants) {
+    auto it = fo.reports.find(rank);
+    if (it != fo.reports.end() && it->second.dead_mask == all_dead) continue;
+    if (fo.noticed[rank] == all_dead || p.conn == nullptr || p.conn->closing) continue;
+    fo.noticed[rank] = all_dead;
+    loop_.Send(p.conn, transport::MakeOutMessage(wire::EncodeNotice(all_dead), nullptr, 0));
+  }
+  if (fo.reports.size() < job->nranks) return Status::Ok();
+  uint64_t boundary = UINT64_MAX;
+  std::set<uint64_t> needing;
+  for (const auto& [rank, rep] : fo.reports) {
+    if (rep.dead_mask != all_dead) return Status::Ok();
+    if (rep.server_index != r.server_index) {
+      return jobs_.Abort(
+          job, {Code::kMismatch, fmt::format("ranks {} and {} of job {} list this server at different places ({} and "
+                                             "{}); give every rank the same server list in the same order",
+                                             cs->rank, rank, job->hex, r.server_index, rep.server_index)});
+    }
+    boundary = std::min(boundary, rep.first_unplanned);
+    needing.insert(rep.needing.begin(), rep.needing.end());
+  }
+  fo.agreed_through = fo.round_epoch + 1;
+  // The first server left in the list speaks for all: every rank acts on the same announcement.
+  const uint64_t below = (uint64_t{1} << r.server_index) - 1;
+  if ((all_dead & below) != below) return Status::Ok();
+  wire::FailoverAgreed agreed;
+  agreed.epoch = fo.agreed_through;
+  agreed.dead_mask = all_dead;
+  agreed.boundary = boundary;
+  for (uint64_t seq : needing) {
+    if (seq < boundary) agreed.recover.push_back(seq);
+  }
+  Log().info(
+      "job {}: every rank reports server(s) {} dead; failover to epoch {}: collectives from #{} are striped "
+      "over the servers left, {} earlier one(s) re-run the dead servers' shares",
+      job->hex, ListServers(all_dead), agreed.epoch, boundary, agreed.recover.size());
+  Announce(job, wire::EncodeAgreed(agreed));
+  return Status::Ok();
+}
+
+Status FailoverCoordinator::OnEpoch(ConnState* cs, const wire::EpochChange& e) {
+  if (!cs->job) return ProtocolError("epoch before hello; say hello first");
+  std::shared_ptr<Job> job = cs->job;
+  JobFailover& fo = job->failover;
+  if (e.epoch <= fo.epoch) {
+    if (fo.boundaries[e.epoch] != e.boundary) {
+      return jobs_.Abort(
+          job, {Code::kMismatch, fmt::format("ranks of job {} disagree on failover {}: collectives re-striped from #{} "
+                                             "or from #{}",
+                                             job->hex, e.epoch, fo.boundaries[e.epoch], e.boundary)});
+    }
+    return Status::Ok();
+  }
+  if (e.epoch != fo.epoch + 1 || (e.dead_mask & fo.dead_mask) != fo.dead_mask) {
+    return ProtocolError(fmt::format("rank {} moved to failover epoch {} (dead servers {}) from epoch {}", cs->rank,
+                                     e.epoch, ListServers(e.dead_mask), fo.epoch));
+  }
+  fo.epoch = e.epoch;
+  fo.dead_mask = e.dead_mask;
+  fo.boundaries.push_back(e.boundary);
+  metrics_.Failover();
+  Log().warn(
+      "job {}: failover to epoch {}: server(s) {} of its list are dead; collectives from #{} move to the "
+      "servers left",
+      job->hex, e.epoch, ListServers(e.dead_mask), e.boundary);
+  if (observe::TraceOn()) {
+    observe::TraceArgs a;
+    a.Add("job", job->hex).Add("epoch", e.epoch).Add("dead", ListServers(e.dead_mask)).Add("boundary", e.boundary);
+    observe::TraceInstant("failover", "server", a);
+  }
+  collectives_.DropCollectives(job, [&](const wire::CollDesc& d) { return IsStale(*job, d); });
+  return Status::Ok();
+}
+
+bool FailoverCoordinator::IsStale(const Job& job, const wire::CollDesc& d) {
+  const JobFailover& fo = job.failover;
+  return d.epoch < fo.epoch && !wire::IsRecoverySeq(d.coll_seq) && d.coll_seq >= fo.boundaries[d.epoch + 1];
+}
+
+void FailoverCoordinator::SendHeartbeats(Clock::time_point now) {
+  if (!heartbeats_) return;
+  for (const auto& [id, job] : jobs_.all()) {
+    // To every rank, not only those with a collective open here: a rank may wait on this server
+    // before its first chunk has arrived (a slow transport, a busy host).
+    if (job->tree) continue;
+    for (auto& [rank, p] : job->participants) {
+      ConnState* cs = p.conn;
+      if (cs == nullptr || cs->closing || cs->dead || now - cs->heartbeat_at < kHeartbeatInterval) continue;
+      // Something already waits to go out: the rank will hear from us, and an idle rank that
+      // does not read piles up nothing beyond its socket buffer.
+      if (cs->conn->HasPendingWrites()) continue;
+      cs->heartbeat_at = now;
+      loop_.Send(cs, transport::MakeOutMessage(heartbeat_, nullptr, 0));
+    }
+  }
+}
+
+}  // namespace optcast::server

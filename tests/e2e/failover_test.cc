@@ -1,0 +1,256 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Failover: servers in processes of their own die (SIGKILL) or freeze (SIGSTOP) while ranks in
+// other processes run allreduces; every result is checked against the reference.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+
+namespace optcast::e2e {
+namespace {
+
+// Server i's port is in value[i][0]; ranks use slots after the servers'.
+struct Cluster {
+  Shared sh;
+  Children kids;
+  std::vector<int> server_child;
+  std::vector<std::string> addresses;
+};
+
+void StartServers(Cluster* c, int n) {
+  for (int i = 0; i < n; ++i) {
+    c->server_child.push_back(c->kids.Spawn([c, i]() -> int {
+      server::Server s(TestServerOptions());
+      Status st = s.Start();
+      if (!st.ok()) return c->sh.Fail(i, "server start: " + st.ToString());
+      c->sh->value[i][0] = s.port();
+      st = s.Run();
+      return st.ok() ? 0 : c->sh.Fail(i, "server run: " + st.ToString());
+    }));
+  }
+  c->kids.Start();  // no server threads in this process: later forks are safe at any time
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (int i = 0; i < n; ++i) {
+    while (c->sh->value[i][0] == 0 && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(2));
+    c->addresses.push_back("127.0.0.1:" + std::to_string(c->sh->value[i][0]));
+  }
+}
+
+// Over libfabric these runs are not yet reliable on a loaded 2-core machine (ranks sometimes make
+// no progress before any server dies); failover there is exercised by hand, not in the suite.
+#define SKIP_OVER_FABRIC()                                                      \
+  if (OverFabric())                                                             \
+  GTEST_SKIP() << "failover over ofi is not yet reliable enough for the suite " \
+                  "(docs/reliability.md)"
+
+CommConfig FailoverConfig() {
+  CommConfig c;
+  c.timeout = milliseconds(20000);
+  c.connect_timeout = milliseconds(10000);
+  return c;
+}
+
+// Sizes that stripe over every server in many chunks, over one, and in between.
+constexpr size_t kCounts[] = {300000, 1000, 65536, 1200000, 7};
+
+// A rank: each round two allreduces in flight, one out of place and one in place, both checked
+// bit for bit against the reference. value[slot][1]: rounds done; [2]: failovers seen. Runs
+// until round `stop` (once the parent sets it; then exits 0), or fails; an error's text goes to
+// msg[slot]. Every rank of a job stops at the same round, so none leaves a peer mid-collective.
+int FailoverRank(Shared& sh, const std::vector<std::string>& servers, const JobId& job, int nranks, int rank, int slot,
+                 const CommConfig& config, uint64_t seed0) {
+  std::unique_ptr<Communicator> comm;
+  Status st = MakeComm(servers, job, nranks, rank, config, &comm);
+  if (!st.ok()) return sh.Fail(slot, "create: " + st.ToString());
+  const size_t max_count = 1200000;
+  std::vector<float> in(max_count), out(max_count), inplace(max_count);
+  for (int round = 0;; ++round) {
+    if (sh->stop.load() != 0 && round >= sh->stop.load()) {
+      sh->value[slot][2] = comm->failover_stats().failovers;
+      return 0;
+    }
+    const size_t ca = kCounts[round % 5];
+    const size_t cb = kCounts[(round + 2) % 5];
+    const uint64_t sa = seed0 + 2 * static_cast<uint64_t>(round);
+    const uint64_t sb = sa + 1;
+    FillInput(DataType::kFloat32, RedOp::kSum, sa, rank, 0, ca, in.data());
+    FillInput(DataType::kFloat32, RedOp::kSum, sb, rank, 0, cb, inplace.data());
+    Request* a = nullptr;
+    Request* b = nullptr;
+    st = comm->IAllReduce(in.data(), out.data(), ca, DataType::kFloat32, RedOp::kSum, &a);
+    if (st.ok()) st = comm->IAllReduce(inplace.data(), inplace.data(), cb, DataType::kFloat32, RedOp::kSum, &b);
+    Status sta = a != nullptr ? comm->Wait(a) : st;
+    Status stb = b != nullptr ? comm->Wait(b) : st;
+    if (!sta.ok() || !stb.ok()) {
+      sh->t_ns[slot][0] = NowNs();
+      sh->value[slot][2] = comm->failover_stats().failovers;
+      sh.Note(slot, !sta.ok() ? sta.ToString() : stb.ToString());
+      return 2;
+    }
+    std::string err = VerifyReduction(out.data(), DataType::kFloat32, RedOp::kSum, sa, nranks, 0, ca);
+    if (err.empty()) err = VerifyReduction(inplace.data(), DataType::kFloat32, RedOp::kSum, sb, nranks, 0, cb);
+    if (!err.empty()) return sh.Fail(slot, "round " + std::to_string(round) + ": " + err);
+    sh->value[slot][1] = round + 1;
+    sh->value[slot][2] = comm->failover_stats().failovers;
+    if (comm->failover_stats().failovers > 0 && sh->t_ns[slot][1] == 0) sh->t_ns[slot][1] = NowNs();
+  }
+}
+
+// Waits until every rank slot in [first, first + n) has done `rounds` more rounds than `from`.
+bool WaitRounds(Shared& sh, int first, int n, const std::vector<int64_t>& from, int64_t rounds,
+                milliseconds limit = milliseconds(30000)) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    bool all = true;
+    for (int i = 0; i < n; ++i) all = all && sh->value[first + i][1] >= from[i] + rounds;
+    if (all) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+std::vector<int64_t> Rounds(Shared& sh, int first, int n) {
+  std::vector<int64_t> r;
+  for (int i = 0; i < n; ++i) r.push_back(sh->value[first + i][1]);
+  return r;
+}
+
+std::string Messages(Shared& sh, int first, int n) {
+  std::string all;
+  for (int i = 0; i < n; ++i) all += " | slot " + std::to_string(first + i) + ": " + sh.Message(first + i);
+  return all;
+}
+
+void SpawnRanks(Cluster& c, const JobId& job, int nranks, int first_slot, const CommConfig& config, uint64_t seed) {
+  for (int r = 0; r < nranks; ++r) {
+    const int slot = first_slot + r;
+    c.kids.Spawn([&c, job, nranks, r, slot, config, seed]() -> int {
+      return FailoverRank(c.sh, c.addresses, job, nranks, r, slot, config, seed);
+    });
+  }
+  c.kids.Start();
+}
+
+// Stops the ranks and expects each to have ended cleanly after `failovers` failovers.
+void StopAndCheck(Cluster& c, int first_slot, int nranks, uint32_t failovers) {
+  int64_t last = 0;
+  for (int r = 0; r < nranks; ++r) last = std::max(last, c.sh->value[first_slot + r][1]);
+  c.sh->stop = static_cast<int>(last + 2);
+  for (int r = 0; r < nranks; ++r) {
+    const int slot = first_slot + r;
+    const ChildResult res = c.kids.Wait(slot, milliseconds(30000));  // children: servers, then ranks by slot
+    EXPECT_TRUE(res.exited && res.exit_code == 0)
+        << "rank " << r << ": " << res.Describe() << ": " << c.sh.Message(slot);
+    EXPECT_EQ(c.sh->value[slot][2], failovers) << "rank " << r;
+  }
+}
+
+TEST(E2eFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 3);
+  constexpr int kRanks = 4;
+  const int first = 3;
+  SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 1000);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  // The middle server first, then the first one, which coordinated the first failover.
+  const int64_t t_kill = NowNs();
+  c.kids.Kill(c.server_child[1], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(c.sh->value[first + r][2], 1) << "rank " << r;
+  const double recover_ms = static_cast<double>(c.sh->t_ns[first][1] - t_kill) / 1e6;
+  ::testing::Test::RecordProperty("first_failover_ms", std::to_string(static_cast<int>(recover_ms)));
+  c.kids.Kill(c.server_child[0], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  StopAndCheck(c, first, kRanks, 2);
+}
+
+TEST(E2eFailover, LastServerDyingFailsEveryRankClearly) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 2);
+  constexpr int kRanks = 3;
+  const int first = 2;
+  SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 2000);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Messages(c.sh, first, kRanks);
+  c.kids.Kill(c.server_child[0], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Messages(c.sh, first, kRanks);
+  const int64_t t_kill = NowNs();
+  c.kids.Kill(c.server_child[1], SIGKILL);
+  for (int r = 0; r < kRanks; ++r) {
+    const int slot = first + r;
+    const ChildResult res = c.kids.Wait(2 + r, milliseconds(30000));
+    EXPECT_TRUE(res.exited && res.exit_code == 2)
+        << "rank " << r << ": " << res.Describe() << ": " << c.sh.Message(slot);
+    EXPECT_NE(c.sh.Message(slot).find("no server of the job is left"), std::string::npos) << c.sh.Message(slot);
+    EXPECT_NE(c.sh.Message(slot).find(c.addresses[1]), std::string::npos) << c.sh.Message(slot);
+    const double latency_s = static_cast<double>(c.sh->t_ns[slot][0] - t_kill) / 1e9;
+    EXPECT_LT(latency_s, 6.0) << "rank " << r << " learned of the last death only after " << latency_s << " s";
+  }
+}
+
+TEST(E2eFailover, FrozenServerIsDroppedWithinTheHeartbeatBound) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 3);
+  constexpr int kRanks = 3;
+  const int first = 3;
+  CommConfig config = FailoverConfig();
+  config.heartbeat = milliseconds(1500);
+  SpawnRanks(c, JobId::Random(), kRanks, first, config, 3000);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  const int64_t t_stop = NowNs();
+  c.kids.Kill(c.server_child[2], SIGSTOP);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Messages(c.sh, first, kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    const double detect_ms = static_cast<double>(c.sh->t_ns[first + r][1] - t_stop) / 1e6;
+    // The bound, plus the round that was waiting and the agreement, on a busy machine.
+    EXPECT_LT(detect_ms, 1500 + 4000) << "rank " << r;
+    ::testing::Test::RecordProperty("rank" + std::to_string(r) + "_back_ms",
+                                    std::to_string(static_cast<int>(detect_ms)));
+  }
+  StopAndCheck(c, first, kRanks, 1);
+  c.kids.Kill(c.server_child[2], SIGKILL);
+}
+
+TEST(E2eFailover, TwoJobsSharingTheServersBothSurvive) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 3);
+  const int first = 3;
+  SpawnRanks(c, JobId::Random(), 2, first, FailoverConfig(), 4000);
+  SpawnRanks(c, JobId::Random(), 3, first + 2, FailoverConfig(), 5000);
+  ASSERT_TRUE(WaitRounds(c.sh, first, 5, std::vector<int64_t>(5, 0), 3)) << Messages(c.sh, first, 5);
+  c.kids.Kill(c.server_child[0], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, 5, Rounds(c.sh, first, 5), 4)) << Messages(c.sh, first, 5);
+  StopAndCheck(c, first, 5, 1);
+}
+
+TEST(E2eFailover, FailoverOffFailsLikeBefore) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 3);
+  constexpr int kRanks = 2;
+  const int first = 3;
+  CommConfig config = FailoverConfig();
+  config.failover = false;
+  SpawnRanks(c, JobId::Random(), kRanks, first, config, 6000);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Messages(c.sh, first, kRanks);
+  c.kids.Kill(c.server_child[1], SIGKILL);
+  for (int r = 0; r < kRanks; ++r) {
+    const int slot = first + r;
+    const ChildResult res = c.kids.Wait(3 + r, milliseconds(30000));
+    EXPECT_TRUE(res.exited && res.exit_code == 2) << res.Describe() << ": " << c.sh.Message(slot);
+    EXPECT_NE(c.sh.Message(slot).find(c.addresses[1]), std::string::npos) << c.sh.Message(slot);
+    EXPECT_EQ(c.sh->value[slot][2], 0);
+  }
+}
+
+}  // namespace
+}  // namespace optcast::e2e
