@@ -20,7 +20,11 @@ using optcast::Shard;
 // How many of the `nservers` servers a collective of `count` elements (per segment) is striped
 // over: all of them, except that a small message keeps at least kMinShardBytes per server, since
 // splitting a few bytes over many servers adds hops and wake-ups without adding bandwidth.
-inline constexpr uint64_t kMinShardBytes = 16 * 1024;
+// Each server's port carries every rank's shard, so a floor much above a few packets makes that
+// port the bottleneck: with 8 ranks at 500 Mbit/s a 32 KiB AllReduce on 2 servers (16 KiB floor)
+// took 1.75 ms, on 4 servers 1.08 ms, on 8 (4 KiB shards, more wake-ups) 1.7 ms
+// (docs/benchmarks.md, "Small and mid-size messages after failover").
+inline constexpr uint64_t kMinShardBytes = 8 * 1024;
 int ServersToUse(DataType dtype, uint64_t count, int nservers);
 
 // How a transport wants a shard cut: a `shard_divisor`th of it, between `min_bytes` and
