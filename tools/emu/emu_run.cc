@@ -254,10 +254,11 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
   const std::string tree =
-      !o.tree       ? ""
-      : s.racks > 0 ? fmt::format(" (a tree per leaf of a rack: servers 0..{} are the roots, spread over the racks)",
-                                  s.servers / (s.racks + 1) - 1)
-                    : fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth);
+      !o.tree ? ""
+      : s.racks > 0
+          ? fmt::format(" ({} trees of a leaf per rack: servers 0..{} are their roots, spread over the racks)",
+                        s.servers / (s.racks + 1), s.servers / (s.racks + 1) - 1)
+          : fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth);
   std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), %s\n", s.workers,
               s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, DescribeNetwork(s).c_str());
   std::printf("# algbw bounds: server %.2f MB/s (%s), ring/gloo %.2f MB/s (%s); ideal optcast/gloo %.3f\n",
