@@ -164,6 +164,63 @@ TEST_F(EmuTest, TreeOfDepth3CarriesEveryTypeAndOp) {
   EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run --tree-depth 3` left namespaces behind";
 }
 
+// Racks: 2 racks of 2 workers, the 2 flat servers in a rack of their own, 400 Mbit/s host links,
+// 100 Mbit/s uplinks. Every worker's stripes for both servers come down the server rack's one
+// uplink: 4 buffers through 100 Mbit/s, a bound of 3.125 MB/s, a sixteenth of the host links'
+// 50 MB/s and an eighth of what two servers allow on one switch (R·S/W). The run must sit at
+// that bound: above it the uplink is not limited, well below it something else binds. The ring
+// is held by the same uplinks, which its one cross-rack flow each way has to itself.
+TEST_F(EmuTest, FlatServersInTheirOwnRackAreBoundByItsUplink) {
+  nlohmann::json j;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(RunEmuJson(
+      "--workers 4 --servers 2 --racks 2 --uplink 100mbit --algo server,ring --rate 400mbit -b 2M -e 2M -n 2 -w 1",
+      "racks", &j, &out));
+  EXPECT_EQ(j["cluster"]["racks"], 2);
+  EXPECT_EQ(j["cluster"]["rack_of"]["workers"], nlohmann::json::parse("[0, 0, 1, 1]"));
+  EXPECT_EQ(j["cluster"]["rack_of"]["servers"], nlohmann::json::parse("[2, 2]"));
+  EXPECT_EQ(j["bound_set_by"]["server"], "rack 2's uplink") << out;
+  const double uplink_bound = 100e6 / 8 / 4;  // four workers' buffers down one uplink
+  // The ring crosses each worker rack's uplink with one flow each way, 2(W-1)/W = 1.5 buffers.
+  const double ring_bound = 100e6 / 8 / 1.5;
+  int rows = 0;
+  for (const auto& row : j["results"]) {
+    ++rows;
+    const std::string algo = row["algo"];
+    const double bound = algo == "server" ? uplink_bound : ring_bound;
+    const double algbw = row["algbw_gbps"].get<double>() * 1e9;
+    EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u) << algo;
+    EXPECT_NEAR(row["bound_gbps"].get<double>() * 1e9, bound, bound * 1e-6) << algo;
+    EXPECT_LT(algbw, 1.05 * bound) << algo << ": faster than its uplink allows\n" << out;
+    EXPECT_GT(algbw, 0.5 * bound) << algo << ": far below its bound\n" << out;
+  }
+  EXPECT_EQ(rows, 2) << out;
+  EXPECT_EQ(EmuNamespaces(), "") << "`optcast emu run --racks` left namespaces behind";
+}
+
+// A tree over racks: 2 racks of 2 workers, 2 trees (a leaf of each in every rack), root j in rack
+// j. Results checked by the bench; the roots' uplinks carry one partial per rack, so the leaves'
+// links bind (33 MB/s), not the 400 Mbit/s uplinks (50 MB/s).
+TEST_F(EmuTest, TreesOverRacksSpreadTheirRoots) {
+  nlohmann::json j;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(RunEmuJson(
+      "--workers 4 --servers 6 --tree --racks 2 --uplink 400mbit --algo server --rate 400mbit -b 1M -e 1M -n 2 -w 1",
+      "racktree", &j, &out));
+  EXPECT_EQ(j["cluster"]["rack_of"]["servers"], nlohmann::json::parse("[0, 1, 0, 0, 1, 1]"));
+  ASSERT_EQ(j["results"].size(), 1u) << out;
+  const auto& row = j["results"][0];
+  EXPECT_EQ(row["wrong"].get<uint64_t>(), 0u);
+  // A leaf carries 2 workers' halves and the root's result: 1.5 buffers each way.
+  EXPECT_NEAR(row["bound_gbps"].get<double>(), 400e6 / 8 / 1.5 / 1e9, 1e-6);
+  EXPECT_LT(row["fraction_of_bound"].get<double>(), 1.05);
+  EXPECT_NE(j["bound_set_by"]["server"].get<std::string>().find("'s link"), std::string::npos) << out;
+  std::string up;
+  EXPECT_NE(Shell(optcast_ + " emu up --workers 2 --servers 1 --racks 2 --rate 200mbit", &up), 0);
+  EXPECT_NE(up.find("--uplink"), std::string::npos) << up;
+  EXPECT_EQ(EmuNamespaces(), "");
+}
+
 TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   std::string out;
   ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit", &out), 0) << out;

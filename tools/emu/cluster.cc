@@ -129,26 +129,56 @@ Status RestoreAllowedCongestionControls(bool verbose) {
   return Status::Ok();
 }
 
+// The bridge namespace a host's link plugs into: its rack's switch, or the one switch.
+std::string SwitchOf(const ClusterSpec& spec, const Host& h) {
+  const int rack = RackOf(spec, h);
+  return rack < 0 ? std::string(kSwitchNamespace) : RackNamespace(rack);
+}
+
+constexpr char kUplink[] = "uplink";  // a rack switch's end of its uplink; the spine's end is rK
+
+// A rack: its bridge namespace, and its uplink to the spine (a veth pair made in the spine with
+// its peer put straight into the rack), shaped at the uplink rate on both ends, so full duplex
+// like a switch's uplink port. Its queue is the device's FIFO, or --queue-packets.
+Status AddRack(int rack, const ClusterSpec& spec, bool verbose) {
+  const std::string ns = RackNamespace(rack);
+  const std::string spine_port = "r" + std::to_string(rack);
+  const std::string mtu_text = std::to_string(spec.mtu);
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", ns}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", ns, "link", "add", kBridge, "type", "bridge"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", ns, "link", "set", kBridge, "up"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step(
+      {Ip(), "-n", kSwitchNamespace, "link", "add", spine_port, "type", "veth", "peer", "name", kUplink, "netns", ns},
+      verbose));
+  for (const auto& [where, dev] : {std::pair<std::string, std::string>{kSwitchNamespace, spine_port}, {ns, kUplink}}) {
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "mtu", mtu_text}, verbose));
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "master", kBridge}, verbose));
+    OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "up"}, verbose));
+    OPTCAST_RETURN_IF_ERROR(Shape(where, dev, spec.uplink_bits, spec.mtu, verbose));
+    if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(where, dev, spec.queue_packets, verbose));
+  }
+  return Status::Ok();
+}
+
 Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
   const uint64_t rate_bits = spec.rate_bits;
   const int mtu = spec.mtu;
+  const std::string sw = SwitchOf(spec, h);
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", h.netns}, verbose));
   // Created inside the switch namespace with its peer placed straight into the host namespace,
   // so no interface ever appears in the caller's namespace.
-  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", h.name, "type", "veth", "peer", "name",
-                                kHostIface, "netns", h.netns},
-                               verbose));
+  OPTCAST_RETURN_IF_ERROR(Step(
+      {Ip(), "-n", sw, "link", "add", h.name, "type", "veth", "peer", "name", kHostIface, "netns", h.netns}, verbose));
   const std::string mtu_text = std::to_string(mtu);
-  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "mtu", mtu_text}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "mtu", mtu_text}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "mtu", mtu_text}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "master", kBridge}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", h.name, "up"}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "master", kBridge}, verbose));
+  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Shape(kSwitchNamespace, h.name, rate_bits, mtu, verbose));
-  if (spec.queue_packets > 0)
-    OPTCAST_RETURN_IF_ERROR(LimitQueue(kSwitchNamespace, h.name, spec.queue_packets, verbose));
+  OPTCAST_RETURN_IF_ERROR(Shape(sw, h.name, rate_bits, mtu, verbose));
+  if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(sw, h.name, spec.queue_packets, verbose));
   OPTCAST_RETURN_IF_ERROR(ShapeHostEgress(h, spec, verbose));
   if (spec.tcp_cc.empty()) return Status::Ok();
   // Per namespace since Linux 4.15: every socket the host's processes open uses it.
@@ -193,6 +223,45 @@ std::vector<Host> Hosts(const ClusterSpec& spec) {
   for (int i = 0; i < spec.workers; ++i) hosts.push_back(WorkerHost(i));
   for (int j = 0; j < spec.servers; ++j) hosts.push_back(ServerHost(j));
   return hosts;
+}
+
+int ClusterSpec::TotalRacks() const {
+  if (racks <= 0) return 0;
+  if (!server_rack.empty() || servers == 0) return racks;
+  return racks + (servers + RackSize() - 1) / RackSize();
+}
+
+int RackOf(const ClusterSpec& spec, const Host& h) {
+  if (spec.racks <= 0) return -1;
+  if (h.role == Role::kWorker) return h.index / spec.RackSize();
+  if (!spec.server_rack.empty()) return spec.server_rack[h.index];
+  return spec.racks + h.index / spec.RackSize();
+}
+
+std::string RackNamespace(int rack) { return std::string(kNamespacePrefix) + "r" + std::to_string(rack); }
+
+Status CheckRacks(const ClusterSpec& spec) {
+  if (spec.racks == 0) {
+    if (spec.uplink_bits != 0) return InvalidArgument("--uplink needs --racks (the uplink joins a rack to the spine)");
+    return Status::Ok();
+  }
+  if (spec.racks < 1 || spec.racks > kMaxRacks || spec.workers % spec.racks != 0) {
+    return InvalidArgument("--racks " + std::to_string(spec.racks) + " must divide --workers (" +
+                           std::to_string(spec.workers) + ") and be at most " + std::to_string(kMaxRacks) +
+                           ": every rack holds workers / racks workers");
+  }
+  if (spec.TotalRacks() > kMaxRacks) {
+    return InvalidArgument("the servers would need " + std::to_string(spec.TotalRacks() - spec.racks) +
+                           " racks of their own beside " + std::to_string(spec.racks) + " worker racks; at most " +
+                           std::to_string(kMaxRacks) + " racks in all: use fewer servers or larger racks");
+  }
+  if (spec.uplink_bits == 0) return InvalidArgument("racks need an uplink rate (--uplink)");
+  for (size_t j = 0; j < spec.server_rack.size(); ++j) {
+    if (spec.server_rack[j] < 0 || spec.server_rack[j] >= spec.racks) {
+      return InvalidArgument("server " + std::to_string(j) + " is placed outside the racks");
+    }
+  }
+  return Status::Ok();
 }
 
 std::optional<uint64_t> ParseRate(const std::string& text) {
@@ -316,6 +385,17 @@ std::string DescribeNetwork(const ClusterSpec& spec) {
   text += spec.queue_packets > 0 ? ", switch queues of " + std::to_string(spec.queue_packets) + " packets"
                                  : ", default switch queues";
   text += std::string(", ") + HostQueueName(spec.host_queue) + " host queues";
+  if (spec.racks > 0) {
+    char ratio[64];
+    std::snprintf(ratio, sizeof(ratio), "%.3g:1",
+                  static_cast<double>(spec.RackSize()) * static_cast<double>(spec.rate_bits) /
+                      static_cast<double>(spec.uplink_bits));
+    text += ", " + std::to_string(spec.racks) + " racks of " + std::to_string(spec.RackSize()) + " workers";
+    if (spec.TotalRacks() > spec.racks) {
+      text += " + " + std::to_string(spec.TotalRacks() - spec.racks) + " of servers";
+    }
+    text += " behind " + FormatRate(spec.uplink_bits) + " uplinks (" + ratio + ")";
+  }
   return text;
 }
 
@@ -326,12 +406,14 @@ Status Up(const ClusterSpec& spec, bool verbose) {
   }
   if (!spec.tcp_cc.empty()) OPTCAST_RETURN_IF_ERROR(CheckTcpCongestionControl(spec.tcp_cc));
   if (spec.queue_packets < 0) return InvalidArgument("--queue-packets must be 0 (device default) or more");
+  OPTCAST_RETURN_IF_ERROR(CheckRacks(spec));
   OPTCAST_RETURN_IF_ERROR(Down(verbose));
   Status st = [&]() -> Status {
     if (!spec.tcp_cc.empty()) OPTCAST_RETURN_IF_ERROR(AllowCongestionControl(spec.tcp_cc, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "netns", "add", kSwitchNamespace}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "add", kBridge, "type", "bridge"}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", kSwitchNamespace, "link", "set", kBridge, "up"}, verbose));
+    for (int k = 0; k < spec.TotalRacks(); ++k) OPTCAST_RETURN_IF_ERROR(AddRack(k, spec, verbose));
     for (const Host& h : Hosts(spec)) OPTCAST_RETURN_IF_ERROR(AddHost(h, spec, verbose));
     return Status::Ok();
   }();
@@ -355,7 +437,15 @@ Status Describe(std::string* text) {
   out << line;
   for (const auto& ns : names) {
     std::string addr = "-", rate = "-", procs;
-    if (ns != kSwitchNamespace) {
+    const bool rack = ns.rfind(std::string(kNamespacePrefix) + "r", 0) == 0;
+    if (rack) {
+      addr = "(bridge br0)";
+      std::string c;
+      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kUplink}, &c).ok()) {
+        size_t p = c.find(" rate ");
+        if (p != std::string::npos) rate = c.substr(p + 6, c.find(' ', p + 6) - p - 6) + " up";
+      }
+    } else if (ns != kSwitchNamespace) {
       std::string a;
       if (RunChecked({Ip(), "-n", ns, "-4", "-o", "addr", "show", "dev", kHostIface}, &a).ok()) {
         size_t p = a.find("inet ");
@@ -367,7 +457,7 @@ Status Describe(std::string* text) {
         if (p != std::string::npos) rate = c.substr(p + 6, c.find(' ', p + 6) - p - 6);
       }
     } else {
-      addr = "(bridge br0)";
+      addr = "(bridge br0)";  // the one switch, or the spine
     }
     for (pid_t p : NamespacePids(ns)) procs += (procs.empty() ? "" : " ") + Comm(p) + "[" + std::to_string(p) + "]";
     std::snprintf(line, sizeof(line), "%-18s %-14s %-10s %s\n", ns.c_str(), addr.c_str(), rate.c_str(),

@@ -9,6 +9,12 @@
 //   optcast-emu-w0  eth0 10.99.0.1   ──veth── w0 ┐
 //   optcast-emu-w1  eth0 10.99.0.2   ──veth── w1 ├─ br0 in optcast-emu-sw
 //   optcast-emu-s0  eth0 10.99.0.101 ──veth── s0 ┘
+//
+// With racks (ClusterSpec::racks > 0) each rack is a bridge in a namespace of its own
+// (optcast-emu-r0, ...) holding its hosts' links, and its uplink (a veth pair, HTB at
+// uplink_bits on both ends) joins the spine bridge in optcast-emu-sw:
+//
+//   w0..w3 ── br0 in optcast-emu-r0 ──up══r0── br0 in optcast-emu-sw ──r1══up── br0 in optcast-emu-r1 ── w4..w7
 
 #include <cstdint>
 #include <optional>
@@ -41,7 +47,20 @@ struct ClusterSpec {
   // What each host's NIC queue does with several destinations (host_queue.h): per-destination
   // round robin, as a Linux host's default fq_codel does, or one FIFO.
   HostQueue host_queue = HostQueue::kFair;
+  // Racks of workers (0: every host on one switch). Workers fill them in order, workers / racks
+  // each. Each rack's switch reaches the spine through an uplink of uplink_bits each way.
+  int racks = 0;
+  uint64_t uplink_bits = 0;
+  // The rack of each server (a tree's leaves and roots, tree_layout.h). Empty: flat servers fill
+  // racks of their own, workers / racks per rack, behind the same uplinks (as optcast-sim does).
+  std::vector<int> server_rack;
+
+  int RackSize() const { return racks > 0 ? workers / racks : 0; }
+  // Worker racks plus the flat servers' own racks.
+  int TotalRacks() const;
 };
+
+inline constexpr int kMaxRacks = 16;
 
 // The congestion controls --tcp-cc accepts.
 inline constexpr const char* kTcpCongestionControls[] = {"bbr", "cubic", "reno"};
@@ -64,6 +83,12 @@ struct Host {
 Host WorkerHost(int i);
 Host ServerHost(int j);
 std::vector<Host> Hosts(const ClusterSpec& spec);
+// The rack a host sits in; -1 without racks.
+int RackOf(const ClusterSpec& spec, const Host& h);
+// optcast-emu-r3
+std::string RackNamespace(int rack);
+// An error naming the fix unless the racks and uplink of `spec` make sense.
+Status CheckRacks(const ClusterSpec& spec);
 
 // Parses "500mbit", "1gbit", "200Mbit", "750kbit", "1000000" (bit/s); nullopt when malformed.
 std::optional<uint64_t> ParseRate(const std::string& text);

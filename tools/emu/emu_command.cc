@@ -19,6 +19,7 @@ struct EmuFlags {
   std::string min_bytes = "1M";
   std::string max_bytes = "64M";
   std::string host_queue = "fair";
+  std::string uplink;
   bool verbose = false;
 };
 
@@ -43,6 +44,13 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
                   "Each host's NIC queue: fair (per destination, as Linux's default fq_codel) or fifo")
       ->capture_default_str()
       ->check(CLI::IsMember({"fair", "fifo"}));
+  cmd->add_option("--racks", f->run.spec.racks,
+                  "Racks of workers (workers / racks each), each behind a rack switch whose uplink to a spine is "
+                  "limited to --uplink; flat servers get racks of their own, a tree's leaves sit in their rack")
+      ->check(CLI::Range(1, emu::kMaxRacks));
+  cmd->add_option("--uplink", f->uplink,
+                  "Rate of each rack's uplink to the spine, each way (e.g. 200mbit; with 4 workers per rack at "
+                  "200mbit that is 4:1 oversubscribed)");
   cmd->add_flag("-v,--verbose", f->verbose, "Print every ip/tc command and process started");
 }
 
@@ -55,6 +63,21 @@ bool Resolve(EmuFlags* f, bool sizes) {
     return false;
   }
   f->run.spec.rate_bits = *rate;
+  if (!f->uplink.empty()) {
+    auto uplink = emu::ParseRate(f->uplink);
+    if (!uplink) {
+      std::fprintf(stderr, "optcast emu: --uplink '%s' is not a rate like 200mbit or 1gbit (100kbit..1000gbit)\n",
+                   f->uplink.c_str());
+      return false;
+    }
+    f->run.spec.uplink_bits = *uplink;
+  }
+  if (f->run.spec.racks > 0 && f->uplink.empty()) {
+    std::fprintf(stderr,
+                 "optcast emu: --racks needs --uplink RATE, the rate of each rack's uplink to the spine (e.g. the "
+                 "link rate times the workers per rack for a non-blocking fabric, a quarter of that for 4:1)\n");
+    return false;
+  }
   f->run.spec.host_queue = *emu::ParseHostQueue(f->host_queue);  // CLI11 checked the name
   f->run.verbose = f->verbose;
   if (sizes) {

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "auth/proof.h"
+#include "tools/emu/link_bound.h"
 #include "tools/emu/tree_layout.h"
 #include "tools/plot/line_plot.h"
 #include "tools/process/cpu_time.h"
@@ -126,27 +127,30 @@ Status WaitListening(const Proc& server, std::chrono::seconds limit) {
 // Results
 
 struct Bounds {
-  double rate_Bps = 0;    // link rate in bytes/s
-  double server_Bps = 0;  // algbw bound of the reduction servers
-  double ring_Bps = 0;    // algbw bound of a ring (Optcast's and Gloo's)
+  double rate_Bps = 0;                       // link rate in bytes/s
+  double server_Bps = 0;                     // algbw bound of the reduction servers
+  double ring_Bps = 0;                       // algbw bound of a ring (Optcast's and Gloo's)
+  std::string server_busiest, ring_busiest;  // the link that sets each bound
   // "plugin" is the server path through the NCCL plugin: the same traffic, the same bound.
   double For(const std::string& algo) const { return UsesServers(algo) ? server_Bps : ring_Bps; }
   static bool UsesServers(const std::string& algo) { return algo == "server" || algo == "plugin"; }
 };
 
+// From the traffic each algorithm makes (link_bound.h): the busiest host link or rack uplink.
 Bounds ComputeBounds(const ClusterSpec& spec, const TreeLayout* tree) {
   Bounds b;
-  const double n = spec.workers;
   b.rate_Bps = static_cast<double>(spec.rate_bits) / 8.0;
-  // Each worker sends and receives the buffer once; each server moves n/S of it each way.
-  b.server_Bps = spec.servers >= spec.workers ? b.rate_Bps : b.rate_Bps * spec.servers / n;
-  if (tree != nullptr) {
-    // The busiest server moves the buffer once per own worker, once per child server and once to
-    // and from its parent (float32 partials are the buffer's size).
-    b.server_Bps = b.rate_Bps / tree->BusiestServerLoad();
+  const LinkBound ring = BoundOf(RingFlows(spec.workers), spec);
+  b.ring_Bps = ring.algbw_Bps;
+  b.ring_busiest = ring.busiest;
+  if (spec.servers > 0) {
+    const LinkBound server =
+        BoundOf(tree != nullptr ? TreeFlows(*tree, spec.workers) : FlatServerFlows(spec.workers, spec.servers), spec);
+    b.server_Bps = server.algbw_Bps;
+    b.server_busiest = server.busiest;
+  } else {
+    b.server_Bps = b.rate_Bps;
   }
-  // A ring sends and receives 2(n-1)/n of the buffer per worker.
-  b.ring_Bps = b.rate_Bps * n / (2.0 * (n - 1.0));
   return b;
 }
 
@@ -249,11 +253,16 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                 const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
   const ClusterSpec& s = o.spec;
   const double ideal = b.server_Bps / b.ring_Bps;
-  const std::string tree = o.tree ? fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth) : "";
+  const std::string tree =
+      !o.tree ? ""
+      : s.racks > 0
+          ? fmt::format(" ({} trees of a leaf per rack: servers 0..{} are their roots, spread over the racks)",
+                        s.servers / (s.racks + 1), s.servers / (s.racks + 1) - 1)
+          : fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth);
   std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), %s\n", s.workers,
               s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, DescribeNetwork(s).c_str());
-  std::printf("# algbw bounds: server %.2f MB/s, ring/gloo %.2f MB/s; ideal optcast/gloo %.3f\n", b.server_Bps / 1e6,
-              b.ring_Bps / 1e6, ideal);
+  std::printf("# algbw bounds: server %.2f MB/s (%s), ring/gloo %.2f MB/s (%s); ideal optcast/gloo %.3f\n",
+              b.server_Bps / 1e6, b.server_busiest.c_str(), b.ring_Bps / 1e6, b.ring_busiest.c_str(), ideal);
   // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
   // timestamps inside the MTU.
   const double payload = static_cast<double>(s.mtu - 52) / static_cast<double>(s.mtu + 14);
@@ -378,7 +387,15 @@ class Emulation {
 
 Status Emulation::Prepare() {
   if (o_.spec.workers < 2) return InvalidArgument("run needs --workers >= 2");
-  if (o_.tree) OPTCAST_RETURN_IF_ERROR(TreeLayout::Make(o_.spec.servers, o_.spec.workers, o_.tree_depth, &tree_));
+  if (o_.tree && o_.spec.racks > 0) {
+    if (o_.tree_depth != 2)
+      return InvalidArgument("--racks builds trees of depth 2 (leaves in the racks, roots spread)");
+    OPTCAST_RETURN_IF_ERROR(TreeLayout::MakeRacked(o_.spec.servers, o_.spec.workers, o_.spec.racks, &tree_));
+    o_.spec.server_rack = tree_.server_rack;
+  } else if (o_.tree) {
+    OPTCAST_RETURN_IF_ERROR(TreeLayout::Make(o_.spec.servers, o_.spec.workers, o_.tree_depth, &tree_));
+  }
+  OPTCAST_RETURN_IF_ERROR(CheckRacks(o_.spec));
   bounds_ = ComputeBounds(o_.spec, o_.tree ? &tree_ : nullptr);
   if (o_.min_bytes < 4 || o_.max_bytes < o_.min_bytes || o_.factor < 2 || o_.iters < 1 || o_.warmup < 0) {
     return InvalidArgument("need 4 <= -b <= -e, -f >= 2, -n >= 1, -w >= 0");
@@ -482,7 +499,12 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
       servers += (j ? "," : "") + ServerHost(j).address + ":" + std::to_string(kServerPort);
     }
     // In a tree a worker knows only its own leaf; the leaf knows the root.
-    if (o_.tree) servers = ServerHost(tree_.worker_server[rank]).address + ":" + std::to_string(kServerPort);
+    if (o_.tree) {
+      servers.clear();
+      for (int leaf : tree_.worker_servers[rank]) {
+        servers += (servers.empty() ? "" : ",") + ServerHost(leaf).address + ":" + std::to_string(kServerPort);
+      }
+    }
     // A fresh rendezvous port per phase: the previous phase's sockets may still be in TIME_WAIT.
     args = {optcast_,       "bench",
             "--rank",       std::to_string(rank),
@@ -561,6 +583,8 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
                   {"queue_packets", o_.spec.queue_packets},
                   {"host_queue", HostQueueName(o_.spec.host_queue)},
+                  {"racks", o_.spec.racks},
+                  {"uplink_bits", o_.spec.uplink_bits},
                   {"rate_Bps", bounds_.rate_Bps},
                   {"shaping", "HTB on the egress of both veth ends, Linux bridge in its own namespace"}};
   j["dtype"] = "float32";
@@ -568,6 +592,13 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
   j["iters"] = o_.iters;
   j["warmup"] = o_.warmup;
   j["bounds_gbps"] = {{"server", bounds_.server_Bps / 1e9}, {"ring", bounds_.ring_Bps / 1e9}};
+  j["bound_set_by"] = {{"server", bounds_.server_busiest}, {"ring", bounds_.ring_busiest}};
+  if (o_.spec.racks > 0) {
+    json placement = {{"workers", json::array()}, {"servers", json::array()}};
+    for (int i = 0; i < o_.spec.workers; ++i) placement["workers"].push_back(RackOf(o_.spec, WorkerHost(i)));
+    for (int k = 0; k < o_.spec.servers; ++k) placement["servers"].push_back(RackOf(o_.spec, ServerHost(k)));
+    j["cluster"]["rack_of"] = placement;
+  }
   j["ideal_optcast_over_gloo"] = bounds_.server_Bps / bounds_.ring_Bps;
   j["note"] = "bounds are computed from the link rate; TCP/IP/Ethernet headers leave ~0.95 of it as payload";
   j["results"] = json::array();

@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace optcast::tools::emu {
 
 Status TreeLayout::Make(int servers, int workers, int depth, TreeLayout* out) {
@@ -19,21 +17,42 @@ Status TreeLayout::Make(int servers, int workers, int depth, TreeLayout* out) {
   t.parent.assign(servers, 0);
   t.parent[0] = -1;
   for (int l = 0; l < leaves; ++l) t.parent[1 + inner + l] = inner > 0 ? 1 + l % inner : 0;
-  for (int w = 0; w < workers; ++w) t.worker_server.push_back(1 + inner + w % leaves);
+  for (int w = 0; w < workers; ++w) t.worker_servers.push_back({1 + inner + w % leaves});
   *out = std::move(t);
   return Status::Ok();
 }
 
-int TreeLayout::BusiestServerLoad() const {
-  std::vector<int> load(parent.size(), 0);
-  for (size_t s = 0; s < parent.size(); ++s) {
-    if (parent[s] >= 0) {
-      ++load[s];          // to and from its parent
-      ++load[parent[s]];  // the parent's side of that link
+Status TreeLayout::MakeRacked(int servers, int workers, int racks, TreeLayout* out) {
+  if (racks < 2 || workers % racks != 0) {
+    return InvalidArgument(
+        fmt::format("a tree over racks needs --racks >= 2 dividing --workers ({} workers, {} racks)", workers, racks));
+  }
+  if (servers < racks + 1 || servers % (racks + 1) != 0) {
+    return InvalidArgument(fmt::format(
+        "a tree over {} racks needs --servers a multiple of {} (L leaves per rack and L roots, one per tree); "
+        "e.g. --servers {} for one leaf per rack",
+        racks, racks + 1, racks + 1));
+  }
+  const int trees = servers / (racks + 1);
+  const int per_rack = workers / racks;
+  TreeLayout t;
+  t.parent.assign(servers, -1);
+  t.server_rack.assign(servers, 0);
+  for (int j = 0; j < trees; ++j) t.server_rack[j] = j % racks;
+  for (int k = 0; k < racks; ++k) {
+    for (int j = 0; j < trees; ++j) {
+      const int leaf = trees + k * trees + j;
+      t.parent[leaf] = j;
+      t.server_rack[leaf] = k;
     }
   }
-  for (int s : worker_server) ++load[s];
-  return *std::max_element(load.begin(), load.end());
+  for (int w = 0; w < workers; ++w) {
+    std::vector<int> leaves;
+    for (int j = 0; j < trees; ++j) leaves.push_back(trees + (w / per_rack) * trees + j);
+    t.worker_servers.push_back(std::move(leaves));
+  }
+  *out = std::move(t);
+  return Status::Ok();
 }
 
 }  // namespace optcast::tools::emu

@@ -1,0 +1,112 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// Where the emulated cluster puts its hosts (racks, trees) and the algbw bounds it prints, against
+// closed forms worked out by hand. Needs no root: nothing is built.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tools/emu/cluster.h"
+#include "tools/emu/link_bound.h"
+#include "tools/emu/tree_layout.h"
+
+namespace optcast::tools::emu {
+namespace {
+
+ClusterSpec Spec(int workers, int servers, uint64_t rate_bits, int racks = 0, uint64_t uplink_bits = 0) {
+  ClusterSpec s;
+  s.workers = workers;
+  s.servers = servers;
+  s.rate_bits = rate_bits;
+  s.racks = racks;
+  s.uplink_bits = uplink_bits;
+  return s;
+}
+
+constexpr double kRate = 200e6 / 8;  // bytes/s of a 200mbit link
+
+TEST(RackLayout, OneSwitchGivesTheTextbookBounds) {
+  for (auto [w, s] : {std::pair{4, 4}, {8, 8}, {8, 4}, {8, 1}}) {
+    const ClusterSpec spec = Spec(w, s, 200'000'000);
+    EXPECT_NEAR(BoundOf(FlatServerFlows(w, s), spec).algbw_Bps, kRate * std::min(1.0, double(s) / w), 1e-6)
+        << w << " workers, " << s << " servers";
+    EXPECT_NEAR(BoundOf(RingFlows(w), spec).algbw_Bps, kRate * w / (2.0 * (w - 1)), 1e-6) << w << " workers";
+  }
+}
+
+TEST(RackLayout, OneSwitchTreesAreBoundByTheBusiestServer) {
+  TreeLayout t;
+  // Depth 2: a root and 2 leaves of 2 workers each; a leaf moves 2 workers' buffers and its own.
+  ASSERT_TRUE(TreeLayout::Make(3, 4, 2, &t).ok());
+  EXPECT_EQ(t.worker_servers, (std::vector<std::vector<int>>{{1}, {2}, {1}, {2}}));
+  EXPECT_NEAR(BoundOf(TreeFlows(t, 4), Spec(4, 3, 200'000'000)).algbw_Bps, kRate / 3, 1e-6);
+  // Depth 3: root, 2 inner servers with a leaf each, 2 workers per leaf.
+  ASSERT_TRUE(TreeLayout::Make(5, 4, 3, &t).ok());
+  EXPECT_EQ(t.parent, (std::vector<int>{-1, 0, 0, 1, 2}));
+  EXPECT_NEAR(BoundOf(TreeFlows(t, 4), Spec(4, 5, 200'000'000)).algbw_Bps, kRate / 3, 1e-6);
+}
+
+TEST(RackLayout, FlatServersFillRacksOfTheirOwnBehindTheUplinks) {
+  // 2 racks of 2 workers; 2 servers in rack 2. 400mbit links, 100mbit uplinks: the server rack's
+  // uplink carries all 4 workers' buffers.
+  const ClusterSpec spec = Spec(4, 2, 400'000'000, 2, 100'000'000);
+  ASSERT_TRUE(CheckRacks(spec).ok());
+  EXPECT_EQ(spec.TotalRacks(), 3);
+  EXPECT_EQ(RackOf(spec, WorkerHost(1)), 0);
+  EXPECT_EQ(RackOf(spec, WorkerHost(2)), 1);
+  EXPECT_EQ(RackOf(spec, ServerHost(0)), 2);
+  EXPECT_EQ(RackOf(spec, ServerHost(1)), 2);
+  const LinkBound flat = BoundOf(FlatServerFlows(4, 2), spec);
+  EXPECT_NEAR(flat.algbw_Bps, 100e6 / 8 / 4, 1e-6);
+  EXPECT_EQ(flat.busiest, "rack 2's uplink");
+  // The ring crosses each worker rack's uplink once each way: 1.5 buffers through 100mbit.
+  EXPECT_NEAR(BoundOf(RingFlows(4), spec).algbw_Bps, 100e6 / 8 / 1.5, 1e-6);
+  // 8 workers, 8 servers, 4:1 at 200mbit: each uplink carries 4 buffers through one link's rate.
+  const ClusterSpec four = Spec(8, 8, 200'000'000, 2, 200'000'000);
+  EXPECT_EQ(four.TotalRacks(), 4);
+  EXPECT_NEAR(BoundOf(FlatServerFlows(8, 8), four).algbw_Bps, kRate / 4, 1e-6);
+  EXPECT_NEAR(BoundOf(RingFlows(8), four).algbw_Bps, kRate * 8 / 14.0, 1e-6);
+}
+
+TEST(RackLayout, TreesOverRacksSpreadTheirRootsAndListTheirRacksLeaves) {
+  // 8 workers in 2 racks, 2 trees: roots 0 and 1 in racks 0 and 1, leaves 2,3 in rack 0, 4,5 in 1.
+  TreeLayout t;
+  ASSERT_TRUE(TreeLayout::MakeRacked(6, 8, 2, &t).ok());
+  EXPECT_EQ(t.parent, (std::vector<int>{-1, -1, 0, 1, 0, 1}));
+  EXPECT_EQ(t.server_rack, (std::vector<int>{0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(t.worker_servers[0], (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.worker_servers[7], (std::vector<int>{4, 5}));
+  ClusterSpec spec = Spec(8, 6, 200'000'000, 2, 200'000'000);
+  spec.server_rack = t.server_rack;
+  EXPECT_EQ(spec.TotalRacks(), 2);
+  // A leaf takes 4 workers' halves and the root's half: 2.5 buffers each way. An uplink carries
+  // one partial and one result of the tree rooted in the other rack: 1 buffer, not binding.
+  const LinkBound tree = BoundOf(TreeFlows(t, 8), spec);
+  EXPECT_NEAR(tree.algbw_Bps, kRate / 2.5, 1e-6);
+  EXPECT_NE(tree.busiest.find("'s link"), std::string::npos) << tree.busiest;
+  // The same trees with an uplink of a tenth of a link: then the uplink binds (1 buffer at R/10).
+  spec.uplink_bits = 20'000'000;
+  EXPECT_NEAR(BoundOf(TreeFlows(t, 8), spec).algbw_Bps, kRate / 10, 1e-6);
+}
+
+TEST(RackLayout, BadRacksAreRefusedWithTheFix) {
+  TreeLayout t;
+  Status st = TreeLayout::MakeRacked(5, 8, 2, &t);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("multiple of 3"), std::string::npos) << st.message();
+  st = CheckRacks(Spec(6, 1, 200'000'000, 4, 100'000'000));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("must divide --workers"), std::string::npos) << st.message();
+  st = CheckRacks(Spec(4, 1, 200'000'000, 0, 100'000'000));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--uplink needs --racks"), std::string::npos) << st.message();
+  st = CheckRacks(Spec(4, 64, 200'000'000, 2, 100'000'000));  // 32 server racks of 2
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("at most 16 racks"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace optcast::tools::emu
