@@ -244,10 +244,10 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
           std::fprintf(iteration_times, "%s %llu %d %.6f %.1f %u\n", name.c_str(),
                        static_cast<unsigned long long>(count * esize), i, end_s, us, algo->Failovers().failovers);
+          std::fflush(iteration_times);  // readable while the run goes on
         }
         progress.Round(opts.warmup + i + 1);
       }
-      if (iteration_times != nullptr) std::fflush(iteration_times);
       const double my_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts.iters;
       const double my_cpu = (SelfCpuSeconds() - my_cpu0) / opts.iters;
       // Every rank has its results, so the servers are done with this step.
