@@ -227,6 +227,9 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
       "--no-failover", [opts](int64_t) { opts->failover = false; },
       "Fail on a dead server instead of going on over the servers left (as OPTCAST_FAILOVER=0)");
   cmd->add_option("--json", opts->json_path, "Also write the results as JSON to this file");
+  cmd->add_option("--iteration-times", opts->iteration_times_path,
+                  "Rank 0 writes each timed iteration here: algo, bytes, iteration, wall-clock end (s since the "
+                  "epoch), microseconds, failovers so far");
   cmd->add_option("--plot", opts->plot_path, "Also draw algbw and busbw against size as a PNG (needs gnuplot)");
   cmd->add_option("--progress", opts->progress, "Show progress on stderr: on, off, auto (when it is a terminal)")
       ->capture_default_str()

@@ -45,6 +45,10 @@ struct BenchOptions {
   size_t plugin_chunk_bytes = 512u << 10;  // NCCL's CollNet chunk: the size of each staged request
   int channels = 2;                        // NCCL channels sharing the one collComm
   std::string json_path;
+  // Rank 0 writes one line per timed iteration here (algo, bytes, iteration, wall-clock end in
+  // seconds since the epoch, duration in microseconds, failovers so far): how long each
+  // collective took around an event such as a server's death.
+  std::string iteration_times_path;
   std::string plot_path;
   // Progress on stderr: on, off, or auto (on when stderr is a terminal).
   std::string progress = "auto";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -207,6 +208,16 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   BenchProgress progress(show_progress, ::isatty(STDERR_FILENO), opts.algos, sizes,
                          opts.warmup + opts.iters + (opts.check ? 1 : 0));
 
+  std::unique_ptr<FILE, int (*)(FILE*)> iteration_file(nullptr, &std::fclose);
+  if (rank == 0 && !opts.iteration_times_path.empty()) {
+    iteration_file.reset(std::fopen(opts.iteration_times_path.c_str(), "w"));
+    if (!iteration_file) {
+      return report(InvalidArgument(fmt::format("--iteration-times {}: cannot open it for writing: {}",
+                                                opts.iteration_times_path, std::strerror(errno))));
+    }
+  }
+  FILE* const iteration_times = iteration_file.get();
+
   std::vector<BenchRow> rows;
   const double bus_factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
   for (auto& [name, algo] : algos) {
@@ -225,7 +236,16 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       const double my_cpu0 = SelfCpuSeconds();
       const auto t0 = Clock::now();
       for (int i = 0; i < opts.iters; ++i) {
+        const auto it0 = Clock::now();
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
+        if (iteration_times != nullptr) {
+          const double us = std::chrono::duration<double, std::micro>(Clock::now() - it0).count();
+          const double end_s =
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+          std::fprintf(iteration_times, "%s %llu %d %.6f %.1f %u\n", name.c_str(),
+                       static_cast<unsigned long long>(count * esize), i, end_s, us, algo->Failovers().failovers);
+          std::fflush(iteration_times);  // readable while the run goes on
+        }
         progress.Round(opts.warmup + i + 1);
       }
       const double my_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts.iters;

@@ -49,7 +49,17 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
         fmt::format("rank {} reports this server (its server {}) dead to itself", cs->rank, r.server_index));
   }
   JobFailover& fo = job->failover;
-  if (r.epoch < fo.round_epoch || r.epoch < fo.agreed_through) return Status::Ok();  // it learns of it on the way
+  if (r.epoch < fo.round_epoch || r.epoch < fo.agreed_through) {
+    // The rank has not applied a failover the job agreed on. If every server before this one
+    // in its list is dead, so is the one that announced it, perhaps before the announcement
+    // reached this rank: this server, first left now, announces it again (a rank ignores a
+    // failover it has already applied). Otherwise it learns of it on the way.
+    const uint64_t before = (uint64_t{1} << r.server_index) - 1;
+    if (r.epoch + 1 == fo.agreed_through && (r.dead_mask & before) == before && !fo.last_agreed.empty()) {
+      loop_.Send(cs, transport::MakeOutMessage(fo.last_agreed, nullptr, 0));
+    }
+    return Status::Ok();
+  }
   if (r.epoch > fo.round_epoch) {
     fo.round_epoch = r.epoch;
     fo.reports.clear();
@@ -81,9 +91,6 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
     needing.insert(rep.needing.begin(), rep.needing.end());
   }
   fo.agreed_through = fo.round_epoch + 1;
-  // The first server left in the list speaks for all: every rank acts on the same announcement.
-  const uint64_t below = (uint64_t{1} << r.server_index) - 1;
-  if ((all_dead & below) != below) return Status::Ok();
   wire::FailoverAgreed agreed;
   agreed.epoch = fo.agreed_through;
   agreed.dead_mask = all_dead;
@@ -91,11 +98,15 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
   for (uint64_t seq : needing) {
     if (seq < boundary) agreed.recover.push_back(seq);
   }
+  fo.last_agreed = wire::EncodeAgreed(agreed);
+  // The first server left in the list speaks for all: every rank acts on the same announcement.
+  const uint64_t below = (uint64_t{1} << r.server_index) - 1;
+  if ((all_dead & below) != below) return Status::Ok();
   Log().info(
       "job {}: every rank reports server(s) {} dead; failover to epoch {}: collectives from #{} are striped "
       "over the servers left, {} earlier one(s) re-run the dead servers' shares",
       job->hex, ListServers(all_dead), agreed.epoch, boundary, agreed.recover.size());
-  Announce(job, wire::EncodeAgreed(agreed));
+  Announce(job, fo.last_agreed);
   return Status::Ok();
 }
 

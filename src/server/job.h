@@ -91,6 +91,9 @@ struct JobFailover {
   std::vector<uint64_t> boundaries{0};  // [e]: collectives from here on were striped again at epoch e
   uint32_t round_epoch = 0;             // the reports being collected come from ranks at this epoch
   uint32_t agreed_through = 0;          // the last epoch this server saw agreed
+  // That agreement, as the first server left announced it (every survivor works it out from the
+  // same reports): re-sent to a rank that reports from before it once the announcer is dead too.
+  std::vector<uint8_t> last_agreed;
   std::unordered_map<uint32_t, wire::FailoverReport> reports;  // by rank, this round
   std::unordered_map<uint32_t, uint64_t> noticed;              // the dead set last told each rank
 };

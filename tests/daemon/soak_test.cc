@@ -18,6 +18,7 @@
 #include "checks.h"
 #include "harness.h"
 #include "server_process.h"
+#include "soak_workload.h"
 
 namespace optcast::daemon {
 namespace {
@@ -33,47 +34,6 @@ constexpr int kJobsAtOnce = 3;
 constexpr int kMaxRanks = 3;
 constexpr int kServerTimeoutMs = 2000;
 
-// The server under test is built like this test. Sanitizer allocators hold freed memory in a
-// quarantine and never give it back, so its RSS says nothing about leaks there (LeakSanitizer
-// checks those instead).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizedAllocator = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitizedAllocator = true;
-#else
-constexpr bool kSanitizedAllocator = false;
-#endif
-#else
-constexpr bool kSanitizedAllocator = false;
-#endif
-
-// What every rank of a job agrees on for its i-th collective (derived from the job's seed).
-struct CollPlan {
-  CollType coll;
-  DataType dtype;
-  RedOp op;
-  size_t count;
-  uint64_t seed;
-};
-
-CollPlan PlanFor(uint64_t job_seed, int i) {
-  std::mt19937_64 rng(job_seed * 1000003 + static_cast<uint64_t>(i));
-  static const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64,
-                                    DataType::kInt8,    DataType::kInt32,   DataType::kUInt64};
-  CollPlan p;
-  p.coll = static_cast<CollType>(rng() % 3);
-  p.dtype = kTypes[rng() % std::size(kTypes)];
-  p.op = static_cast<RedOp>(rng() % kNumRedOps);
-  if (!IsRedOpDefinedFor(p.op, p.dtype)) p.op = RedOp::kSum;  // a bitwise op drawn for a float type
-  // Mostly small, sometimes up to a few MiB: many chunks and many windows.
-  const int scale = static_cast<int>(rng() % 4);
-  const size_t limit = scale == 0 ? 16 : scale == 1 ? 4096 : scale == 2 ? 65536 : 1 << 20;
-  p.count = 1 + rng() % limit;
-  p.seed = rng();
-  return p;
-}
-
 // Exit codes of a rank: 0 every collective right; 1 a wrong result (a bug); 3 ended by an error.
 int RankBody(Shared& sh, int slot, const std::string& server, const JobId& job, int nranks, int rank, uint64_t job_seed,
              int ncoll) {
@@ -88,34 +48,14 @@ int RankBody(Shared& sh, int slot, const std::string& server, const JobId& job, 
   }
   for (int i = 0; i < ncoll; ++i) {
     const CollPlan p = PlanFor(job_seed, i);
-    const size_t es = DataTypeSize(p.dtype);
     std::string err;
-    if (p.coll == CollType::kAllReduce) {
-      std::vector<uint8_t> in(p.count * es), out(p.count * es);
-      e2e::FillInput(p.dtype, p.op, p.seed, rank, 0, p.count, in.data());
-      st = comm->AllReduce(in.data(), out.data(), p.count, p.dtype, p.op);
-      if (st.ok()) err = e2e::VerifyReduction(out.data(), p.dtype, p.op, p.seed, nranks, 0, p.count);
-    } else if (p.coll == CollType::kReduceScatter) {
-      std::vector<uint8_t> in(p.count * nranks * es), out(p.count * es);
-      e2e::FillInput(p.dtype, p.op, p.seed, rank, 0, p.count * nranks, in.data());
-      st = comm->ReduceScatter(in.data(), out.data(), p.count, p.dtype, p.op);
-      if (st.ok()) {
-        err = e2e::VerifyReduction(out.data(), p.dtype, p.op, p.seed, nranks, static_cast<uint64_t>(rank) * p.count,
-                                   p.count);
-      }
-    } else {
-      std::vector<uint8_t> in(p.count * es), out(p.count * nranks * es);
-      e2e::FillInput(p.dtype, RedOp::kSum, p.seed, rank, 0, p.count, in.data());
-      st = comm->AllGather(in.data(), out.data(), p.count, p.dtype);
-      if (st.ok()) err = e2e::VerifyAllGather(out.data(), p.dtype, p.seed, nranks, p.count);
-    }
+    st = RunChecked(*comm, p, nranks, rank, &err);
     if (!st.ok()) {
       sh.Note(slot, "collective " + std::to_string(i) + ": " + st.ToString());
       return 3;
     }
     if (!err.empty()) {
-      return sh.Fail(slot, "collective " + std::to_string(i) + " " + CollTypeName(p.coll) + " of " +
-                               std::to_string(p.count) + " " + DataTypeName(p.dtype) + ": " + err);
+      return sh.Fail(slot, "collective " + std::to_string(i) + " " + Describe(p) + ": " + err);
     }
     sh->value[slot][0] += 1;
   }

@@ -1,6 +1,6 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 // Aggregation trees of real `optcast server` processes: one built from a topology file, and one
-// whose inner server is SIGKILLed mid-collective.
+// whose inner server is SIGKILLed mid-collective, and two trees one of whose leaves is SIGKILLed.
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -350,6 +350,70 @@ TEST(TreeProcess, InnerServerSigkilledMidCollective) {
   }
   // The leaves name what happened to their parent.
   EXPECT_NE(st[0].message().find("upstream server"), std::string::npos) << st[0].ToString();
+}
+
+// What a tree job survives today: nothing of a dead leaf. Two trees (two leaves per rack, as
+// `optcast topology --leaves-per-rack 2` lays them out): leaf 1 of rack a dies mid-collective,
+// with failover on. Its ranks cannot move to leaf 0 (tree 0 would then carry rack a's stripe 1,
+// which root 1 waits for), so every rank of the job, in both racks, ends with an error within the
+// bound instead of a hang or a wrong result.
+TEST(TreeProcess, ALeafSigkilledFailsEveryRankOfTheJobWithAClearError) {
+  if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
+  const std::string timeout_ms = "8000";
+  daemon::ServerProcess root0, root1, a0, a1, b0, b1;
+  ASSERT_TRUE(root0.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms}).ok());
+  ASSERT_TRUE(root1.Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms}).ok());
+  for (auto [leaf, root] : {std::pair{&a0, &root0}, {&b0, &root0}, {&a1, &root1}, {&b1, &root1}}) {
+    ASSERT_TRUE(
+        leaf->Start({"--listen", "127.0.0.1:0", "--timeout-ms", timeout_ms, "--upstream", root->address()}).ok());
+  }
+  // Ranks 0, 1 in rack a, 2, 3 in rack b; each lists its rack's leaves in tree order.
+  const std::vector<std::vector<std::string>> rank_servers = {{a0.address(), a1.address()},
+                                                              {a0.address(), a1.address()},
+                                                              {b0.address(), b1.address()},
+                                                              {b0.address(), b1.address()}};
+  const int n = static_cast<int>(rank_servers.size());
+  const JobId job = JobId::Random();
+  std::atomic<int> done{0};
+  std::vector<Status> st(n);
+  std::vector<Clock::time_point> failed_at(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      e2e::CommConfig c;
+      c.chunk_bytes = 8192;
+      c.timeout = milliseconds(30000);
+      c.failover = true;
+      std::unique_ptr<Communicator> comm;
+      st[r] = e2e::MakeComm(rank_servers[r], job, n, r, c, &comm);
+      const size_t count = 1 << 17;
+      std::vector<float> in(count, 1.0f), got(count);
+      for (int i = 0; st[r].ok() && i < 100000; ++i) {
+        st[r] = comm->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+        if (st[r].ok() && (got[0] != static_cast<float>(n) || got[count - 1] != static_cast<float>(n))) {
+          st[r] = InternalError("wrong sum");
+        }
+        if (r == 0) done.store(i + 1);
+      }
+      failed_at[r] = Clock::now();
+    });
+  }
+  const bool started = e2e::WaitFor([&] { return done.load() >= 3; }, milliseconds(30000));
+  const auto killed_at = Clock::now();
+  a1.Signal(SIGKILL);
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(started) << "the trees never completed 3 collectives: " << st[0].ToString();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r;
+    EXPECT_EQ(st[r].message().find("wrong sum"), std::string::npos) << "rank " << r << ": " << st[r].ToString();
+    const auto waited = std::chrono::duration_cast<milliseconds>(failed_at[r] - killed_at).count();
+    EXPECT_LT(waited, 8000) << "rank " << r << " learned of the failure after " << waited
+                            << " ms: " << st[r].ToString();
+    // Which error comes first depends on timing: the surviving leaf refusing rank 0's failover
+    // report ("this job spans an aggregation tree"), or root 1 failing the job when the leaf's
+    // connection dropped; either names the server that failed the job.
+    EXPECT_NE(st[r].message().find("server 127.0.0.1:"), std::string::npos) << "rank " << r << ": " << st[r].ToString();
+  }
 }
 
 }  // namespace

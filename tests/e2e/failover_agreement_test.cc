@@ -1,0 +1,96 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// How servers agree on a failover when the server that announces it dies too: ranks speak the
+// failover messages byte for byte to two real servers, so that the order of events is fixed.
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "checks.h"
+#include "harness.h"
+#include "raw_client.h"
+
+namespace optcast::e2e {
+namespace {
+
+// The next frame other than a heartbeat or a notice of dead servers (a rank that has not reported
+// yet gets one when another rank reports), or a timeout after `limit`.
+RawReply NextMessage(int fd, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+      RawReply timeout;
+      timeout.kind = RawReply::kTimeout;
+      return timeout;
+    }
+    RawReply r = ReadReply(fd);
+    if (r.kind != RawReply::kFrame ||
+        (r.msg.type != wire::MsgType::kHeartbeat && r.msg.type != wire::MsgType::kNotice)) {
+      return r;
+    }
+  }
+}
+
+std::vector<uint8_t> ReportFrame(uint32_t epoch, uint32_t server_index, uint64_t dead_mask) {
+  wire::FailoverReport r;
+  r.epoch = epoch;
+  r.server_index = server_index;
+  r.dead_mask = dead_mask;
+  r.first_unplanned = 0;
+  return Frame(wire::EncodeFailover(r), 0);
+}
+
+// The ranks list servers [A, B, C]; A is dead from the start. Both ranks report it: B, first
+// left, announces failover 1 and C, which agrees, keeps quiet. Rank 1 then loses B before B's
+// announcement reached it and reports A and B dead from epoch 0: C, now first left, must
+// announce failover 1 again (rank 1 would otherwise wait for it until its timeout), while a
+// report from epoch 0 that leaves B alive gets no answer.
+TEST(E2eFailoverAgreement, WhenTheAnnouncerDiesTooTheNextServerLeftAnnouncesAgain) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;  // server 0 is B (place 1 in the ranks' list), server 1 is C (place 2)
+  E2E_ASSERT_OK(farm.Start(2, TestServerOptions()));
+  const JobId job = JobId::Random();
+  int fd[2][2];  // [rank][server]
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (int s = 0; s < 2; ++s) {
+      fd[r][s] = RawConnect(farm.port(s));
+      ASSERT_GE(fd[r][s], 0);
+      ASSERT_TRUE(SendRaw(fd[r][s], Frame(HelloMeta(job, 2, r), 0)));
+      ASSERT_EQ(NextMessage(fd[r][s], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+    }
+  }
+  constexpr uint64_t kA = 1, kB = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    ASSERT_TRUE(SendRaw(fd[r][0], ReportFrame(0, 1, kA)));
+    ASSERT_TRUE(SendRaw(fd[r][1], ReportFrame(0, 2, kA)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const RawReply a = NextMessage(fd[r][0], milliseconds(5000));
+    ASSERT_EQ(a.msg.type, wire::MsgType::kAgreed) << "rank " << r << ": " << a.detail;
+    EXPECT_EQ(a.msg.agreed.epoch, 1u);
+    EXPECT_EQ(a.msg.agreed.dead_mask, kA);
+  }
+  // C is not first left while B lives: it announces nothing, and a report that still has B alive
+  // does not change that.
+  ASSERT_TRUE(SendRaw(fd[0][1], ReportFrame(0, 2, kA)));
+  EXPECT_EQ(NextMessage(fd[0][1], milliseconds(600)).kind, RawReply::kTimeout);
+
+  ASSERT_TRUE(SendRaw(fd[1][1], ReportFrame(0, 2, kA | kB)));
+  const RawReply again = NextMessage(fd[1][1], milliseconds(5000));
+  ASSERT_EQ(again.msg.type, wire::MsgType::kAgreed) << again.detail;
+  EXPECT_EQ(again.msg.agreed.epoch, 1u);
+  EXPECT_EQ(again.msg.agreed.dead_mask, kA) << "the failover the job agreed on, not a new one";
+  EXPECT_EQ(again.msg.agreed.boundary, 0u);
+  // Rank 0, which did get B's announcement, hears nothing more from C.
+  EXPECT_EQ(NextMessage(fd[0][1], milliseconds(300)).kind, RawReply::kTimeout);
+  for (auto& per_rank : fd) {
+    for (int f : per_rank) ::close(f);
+  }
+}
+
+}  // namespace
+}  // namespace optcast::e2e
