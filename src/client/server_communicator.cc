@@ -10,6 +10,7 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "auth/secret.h"
 #include "client/handshake.h"
@@ -44,6 +45,26 @@ struct Piece {
   bool input_lost = false;  // in place, a result cut short by a dead server overwrote its input
 };
 
+// Bytes written before they are read, so not zeroed when allocated.
+class CopyBuffer {
+ public:
+  CopyBuffer() = default;
+  explicit CopyBuffer(uint64_t bytes) : data_(new uint8_t[bytes]), size_(bytes) {}
+  CopyBuffer(CopyBuffer&& o) noexcept : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)) {}
+  CopyBuffer& operator=(CopyBuffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = std::exchange(o.size_, 0);
+    return *this;
+  }
+  uint8_t* data() const { return data_.get(); }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t size_ = 0;
+};
+
 class Request {
  public:
   uint64_t seq = 0;
@@ -57,7 +78,7 @@ class Request {
   Status status;
   uint64_t trace_id = 0;             // nonzero: its request span is open in the trace
   bool retained = false;             // a copy of a completed allreduce kept for a failover's re-run (no caller)
-  std::vector<uint8_t> copy;         // when retained: what a re-run may need from this rank
+  CopyBuffer copy;                   // when retained: what a re-run may need from this rank
   std::vector<uint8_t> own_input;    // an in-place reduce-scatter's own segment, as it was sent
   uint32_t stale_rx = 0;             // results of its old stripes still landing (an all-gather)
   bool planned = false;              // striped over the servers (not while a failover is being agreed)
@@ -278,6 +299,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     if (IsStaleAnswer(*link, msg.done.coll_seq)) {
       // An all-gather chunk of stripes a failover replaced: the same bytes come again.
+      Log().debug("rank {}: server {} answered all-gather #{} on stripes a failover replaced; discarded", opts_.rank,
+                  link->address, msg.done.coll_seq);
       link->sink.resize(std::max<size_t>(payload_len, 1));
       *payload_dst = link->sink.data();
       return Status::Ok();
@@ -368,7 +391,15 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       MaybeFinish(req);
       return Status::Ok();
     }
-    if (link->rx_piece != SIZE_MAX) req->pieces[link->rx_piece].have = true;
+    if (link->rx_piece != SIZE_MAX) {
+      const Piece& p = req->pieces[link->rx_piece];
+      req->pieces[link->rx_piece].have = true;
+      // The copy a completed allreduce keeps (Retain) is taken chunk by chunk, while each is hot.
+      if (!req->copy.empty() && !req->retained) {
+        std::memcpy(req->copy.data() + p.ref.offset * req->esize, req->recv + p.ref.offset * req->esize,
+                    p.ref.count * req->esize);
+      }
+    }
     link->rx_piece = SIZE_MAX;
     last_progress_ = Clock::now();
     if (link->trace_track != 0) {
@@ -418,6 +449,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       const uint8_t* own = req->send + static_cast<uint64_t>(opts_.rank) * count * req->esize;
       const uint64_t bytes = count * req->esize;
       if (own < req->recv + bytes && req->recv < own + bytes) req->own_input.assign(own, own + bytes);
+    }
+    if (coll == CollType::kAllReduce && count > 0 && opts_.failover && servers_.size() >= 2 &&
+        count * req->esize <= kRetainBytes) {
+      req->copy = TakeCopyBuffer(count * req->esize);
     }
     Request* raw = req.release();
     // While a failover is being agreed, new collectives wait to be striped over the servers left.
@@ -536,6 +571,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       for (uint64_t rerun : req->rerun_seqs) active_.erase(rerun);
       TraceRequestEnd(req);
       if (req->retained) {
+        GiveBackCopyBuffer(std::move(req->copy));
         delete req;
       } else {
         Retain(*req);
@@ -776,10 +812,13 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // re-run needs from this rank (up to kRetainBytes each): an allreduce its result; a
   // reduce-scatter its input, with its own segment's result in place of that segment's input
   // (a re-run recomputes another rank's segment from every rank's input); an all-gather its own
-  // input.
+  // input. An allreduce's copy is taken as its results arrive (OnMessageComplete), and the copies'
+  // buffers are used again: a fresh one costs a page fault per page, which cost far more than
+  // the copy itself (docs/reliability.md).
   static constexpr uint64_t kRetainBytes = 16u << 20;
   static constexpr size_t kRetainCount = 4;
-  void Retain(const Request& req) {
+  static constexpr size_t kSpareCopies = 4;
+  void Retain(Request& req) {
     if (!opts_.failover || req.pieces.empty() || !req.status.ok() || servers_.size() < 2) return;
     const uint64_t seg_bytes = req.desc.count * req.esize;
     const uint64_t own = static_cast<uint64_t>(opts_.rank) * seg_bytes;
@@ -791,21 +830,50 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     r->desc = req.desc;
     r->esize = req.esize;
     switch (req.desc.coll) {
-      case CollType::kAllReduce: r->copy.assign(req.recv, req.recv + bytes); break;
+      case CollType::kAllReduce:
+        if (!req.copy.empty()) {
+          r->copy = std::move(req.copy);
+        } else {
+          r->copy = TakeCopyBuffer(bytes);
+          std::memcpy(r->copy.data(), req.recv, bytes);
+        }
+        break;
       case CollType::kReduceScatter:
-        r->copy.resize(bytes);
+        r->copy = TakeCopyBuffer(bytes);
         std::memcpy(r->copy.data(), req.send, own);
         std::memcpy(r->copy.data() + own, req.recv, seg_bytes);
         std::memcpy(r->copy.data() + own + seg_bytes, req.send + own + seg_bytes, bytes - own - seg_bytes);
         break;
-      case CollType::kAllGather: r->copy.assign(req.recv + own, req.recv + own + seg_bytes); break;
+      case CollType::kAllGather:
+        r->copy = TakeCopyBuffer(bytes);
+        std::memcpy(r->copy.data(), req.recv + own, seg_bytes);
+        break;
     }
     r->pieces = req.pieces;
     r->pending_link.assign(servers_.size(), 0);
     r->planned = true;
     r->retained = true;
     retained_.push_back(std::move(r));
-    if (retained_.size() > kRetainCount) retained_.pop_front();
+    if (retained_.size() > kRetainCount) {
+      GiveBackCopyBuffer(std::move(retained_.front()->copy));
+      retained_.pop_front();
+    }
+  }
+
+  // A buffer of at least `bytes` (it may be larger: only its first `bytes` are used).
+  CopyBuffer TakeCopyBuffer(uint64_t bytes) {
+    CopyBuffer b;
+    if (!spare_copies_.empty()) {
+      b = std::move(spare_copies_.back());
+      spare_copies_.pop_back();
+    }
+    if (b.size() < bytes) b = CopyBuffer(bytes);
+    return b;
+  }
+
+  void GiveBackCopyBuffer(CopyBuffer&& b) {
+    if (!b.empty() && spare_copies_.size() < kSpareCopies) spare_copies_.push_back(std::move(b));
+    b = CopyBuffer();
   }
 
   // A retained copy takes part in a re-run as a request of its own, sending the results it holds.
@@ -819,6 +887,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       if (r->desc.coll == CollType::kReduceScatter) {
         r->recv += static_cast<uint64_t>(opts_.rank) * r->desc.count * r->esize;
       }
+      Log().info("rank {}: {} #{} had completed here; it takes part in its re-run from the copy kept", opts_.rank,
+                 CollTypeName(r->desc.coll), seq);
       active_.emplace(r->seq, r);
       return r;
     }
@@ -1177,6 +1247,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   std::vector<wire::FailoverAgreed> agreed_;
   bool report_due_ = false;
   std::deque<std::unique_ptr<Request>> retained_;     // see Retain()
+  std::vector<CopyBuffer> spare_copies_;              // their buffers, for the next ones
   std::unordered_map<uint64_t, uint32_t> restriped_;  // all-gathers striped again, and at which epoch
   Clock::time_point last_progress_ = Clock::now();
   StallQuery stall_;
