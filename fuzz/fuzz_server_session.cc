@@ -321,7 +321,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(m.type == wire::MsgType::kWelcome || m.type == wire::MsgType::kError ||
                      m.type == wire::MsgType::kResult || m.type == wire::MsgType::kAck ||
                      m.type == wire::MsgType::kStallReport || m.type == wire::MsgType::kHeartbeat ||
-                     m.type == wire::MsgType::kNotice || m.type == wire::MsgType::kAgreed,
+                     m.type == wire::MsgType::kNotice || m.type == wire::MsgType::kAgreed ||
+                     m.type == wire::MsgType::kEpoch,
                  "the server sent a client-to-server message type %u", static_cast<unsigned>(m.type));
     }
     // Replies are not guaranteed: the server treats end-of-stream as the rank leaving and drops

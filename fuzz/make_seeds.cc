@@ -259,6 +259,48 @@ int main(int argc, char** argv) {
   auth("second_hello", 1, Frame(hello));
   auth("truncated_proof", 1, Truncate(Frame(wire::EncodeProof(zero_mac)), 10));
 
+  // fuzz_failover: a byte for the ranks (2 + bit 0), then operations: an opcode (bits 0-1 the
+  // rank, bits 2-4 the kind) and its operand bytes (fuzz/fuzz_failover.cc).
+  const fs::path fo = root / "fuzz_failover";
+  auto report_op = [](uint8_t rank, uint8_t epoch, uint8_t index, uint8_t dead, uint8_t first, Bytes needing) {
+    Bytes op{static_cast<uint8_t>(rank), epoch, index, dead, first, static_cast<uint8_t>(needing.size())};
+    Append(&op, needing);
+    return op;
+  };
+  auto epoch_op = [](uint8_t rank, uint8_t epoch, uint8_t dead, uint8_t boundary) {
+    return Bytes{static_cast<uint8_t>(rank | 2u << 2), epoch, dead, boundary};
+  };
+  auto chunk_op = [](uint8_t rank, uint8_t seq, uint8_t epoch) {
+    return Bytes{static_cast<uint8_t>(rank | 7u << 2), seq, epoch};
+  };
+  // Server 0 of 3 sees server 1 die: two ranks agree, apply the epoch, go on.
+  Write(fo, "two_ranks_agree",
+        Cat({Bytes{0}, report_op(0, 0, 0, 2, 5, {3, 4}), report_op(1, 0, 0, 2, 4, {4}), epoch_op(0, 1, 2, 4),
+             epoch_op(1, 1, 2, 4), chunk_op(0, 5, 1), chunk_op(1, 5, 1)}));
+  // Three ranks; one saw nothing yet (a notice), then reports; a second failover follows.
+  Write(fo, "three_ranks_notice_then_second_failover",
+        Cat({Bytes{1}, report_op(0, 0, 0, 2, 7, {}), report_op(1, 0, 0, 2, 7, {6}), report_op(2, 0, 0, 2, 6, {}),
+             epoch_op(0, 1, 2, 6), epoch_op(1, 1, 2, 6), epoch_op(2, 1, 2, 6), report_op(2, 1, 0, 6, 9, {8}),
+             report_op(0, 1, 0, 6, 9, {}), report_op(1, 1, 0, 6, 9, {})}));
+  // Not the first server left: agreement without an announcement from here.
+  Write(fo, "second_server_is_silent", Cat({Bytes{0}, report_op(0, 0, 2, 2, 3, {}), report_op(1, 0, 2, 2, 3, {})}));
+  // Ranks disagree on this server's place in the list, or on the dead set.
+  Write(fo, "different_server_index", Cat({Bytes{0}, report_op(0, 0, 0, 2, 3, {}), report_op(1, 0, 1, 4, 3, {})}));
+  Write(fo, "different_dead_sets", Cat({Bytes{0}, report_op(0, 0, 0, 2, 3, {}), report_op(1, 0, 0, 6, 3, {1})}));
+  // Refusals: this server dead to itself, no dead server, an epoch that skips one, epochs whose
+  // boundaries disagree, server-to-client messages from a rank, a chunk ahead of the epoch.
+  Write(fo, "self_dead", Cat({Bytes{0}, report_op(0, 0, 1, 2, 3, {})}));
+  Write(fo, "no_dead_server", Cat({Bytes{0}, report_op(0, 0, 0, 0, 3, {})}));
+  Write(fo, "epoch_skips", Cat({Bytes{0}, epoch_op(0, 2, 2, 3)}));
+  Write(fo, "epoch_boundaries_disagree", Cat({Bytes{0}, epoch_op(0, 1, 2, 3), epoch_op(1, 1, 2, 4)}));
+  Write(fo, "heartbeat_from_rank", Bytes{0, 3u << 2});
+  Write(fo, "notice_from_rank", Bytes{0, 4u << 2, 2});
+  Write(fo, "agreed_from_rank", Bytes{0, 5u << 2, 1, 2, 3});
+  Write(fo, "chunk_ahead_of_epoch", Cat({Bytes{0}, chunk_op(0, 1, 1)}));
+  Write(fo, "stale_chunk_dropped",
+        Cat({Bytes{0}, chunk_op(0, 3, 0), epoch_op(0, 1, 1, 2), epoch_op(1, 1, 1, 2), chunk_op(1, 3, 0)}));
+  Write(fo, "raw_failover_meta", Bytes{0, 6u << 2, 0, 8, 1, 0, 0, 0, 0, 0, 0, 0});
+
   std::printf("wrote %d seed files under %s\n", g_files, root.c_str());
   return 0;
 }

@@ -23,7 +23,7 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   exit 2
 fi
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(fuzz_decode fuzz_framing fuzz_server_session fuzz_auth_exchange); fi
+if ((${#targets[@]} == 0)); then targets=(fuzz_decode fuzz_framing fuzz_server_session fuzz_auth_exchange fuzz_failover); fi
 
 if [[ ${OPTCAST_SKIP_SETUP:-0} != 1 ]]; then ./scripts/setup.sh --fuzz; fi
 

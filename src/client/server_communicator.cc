@@ -10,6 +10,7 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "auth/secret.h"
 #include "client/handshake.h"
@@ -32,15 +33,36 @@ class RegisteredMemory {
   std::unique_ptr<transport::MemoryRegistration> registration;
 };
 
-// One chunk of an allreduce, for failover: which collective and server carry it now, and whether
-// its result is in.
+// One chunk of a collective, for failover: which collective and server carry it now, and whether
+// its answer is in. Every rank holds the same pieces for a collective (an all-gather's include
+// the other ranks' chunks, which this rank only receives), so that all move them alike.
 struct Piece {
   wire::ChunkRef ref;
   uint64_t coll_seq = 0;    // the request's own, or a re-run's (wire::RecoverySeq)
   uint32_t link = 0;        // the server that answers it
-  bool awaiting = false;    // a result is due from `link` for `coll_seq`
-  bool have = false;        // its result is in the receive buffer
+  bool awaiting = false;    // a result or an ack is due from `link` for `coll_seq`
+  bool have = false;        // its result is in the receive buffer, or its ack came
   bool input_lost = false;  // in place, a result cut short by a dead server overwrote its input
+};
+
+// Bytes written before they are read, so not zeroed when allocated.
+class CopyBuffer {
+ public:
+  CopyBuffer() = default;
+  explicit CopyBuffer(uint64_t bytes) : data_(new uint8_t[bytes]), size_(bytes) {}
+  CopyBuffer(CopyBuffer&& o) noexcept : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)) {}
+  CopyBuffer& operator=(CopyBuffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = std::exchange(o.size_, 0);
+    return *this;
+  }
+  uint8_t* data() const { return data_.get(); }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t size_ = 0;
 };
 
 class Request {
@@ -56,7 +78,9 @@ class Request {
   Status status;
   uint64_t trace_id = 0;             // nonzero: its request span is open in the trace
   bool retained = false;             // a copy of a completed allreduce kept for a failover's re-run (no caller)
-  std::vector<uint8_t> copy;         // its result, when retained
+  CopyBuffer copy;                   // when retained: what a re-run may need from this rank
+  std::vector<uint8_t> own_input;    // an in-place reduce-scatter's own segment, as it was sent
+  uint32_t stale_rx = 0;             // results of its old stripes still landing (an all-gather)
   bool planned = false;              // striped over the servers (not while a failover is being agreed)
   std::vector<Piece> pieces;         // allreduce: every chunk, by offset
   std::vector<uint64_t> rerun_seqs;  // collectives that re-run its dead servers' shares
@@ -93,8 +117,13 @@ struct ServerLink {
   // Failover: the piece whose result is arriving, and when the server was last heard from while
   // this rank waited on it.
   size_t rx_piece = SIZE_MAX;
+  bool rx_stale = false;  // the result arriving belongs to stripes a failover replaced
   Clock::time_point last_heard = Clock::now();
   bool busy = false;
+  // The last failover the server applied (it says so in an Epoch message): answers it sent
+  // before that may still belong to stripes the failover replaced.
+  uint32_t server_epoch = 0;
+  std::vector<uint8_t> sink;  // where results nobody needs any more land
 };
 
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
@@ -256,9 +285,25 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       }
       return Status::Ok();
     }
+    if (msg.type == wire::MsgType::kEpoch) {
+      if (!opts_.failover || payload_len != 0) {
+        return ProtocolError(fmt::format("server {} sent a failover epoch to a rank with failover off", link->address));
+      }
+      link->server_epoch = std::max(link->server_epoch, msg.epoch.epoch);
+      ForgetRestriped();
+      return Status::Ok();
+    }
     if (msg.type != wire::MsgType::kResult && msg.type != wire::MsgType::kAck) {
       return ProtocolError(
           fmt::format("server {} sent unexpected message type {}", link->address, static_cast<int>(msg.type)));
+    }
+    if (IsStaleAnswer(*link, msg.done.coll_seq)) {
+      // An all-gather chunk of stripes a failover replaced: the same bytes come again.
+      Log().debug("rank {}: server {} answered all-gather #{} on stripes a failover replaced; discarded", opts_.rank,
+                  link->address, msg.done.coll_seq);
+      link->sink.resize(std::max<size_t>(payload_len, 1));
+      *payload_dst = link->sink.data();
+      return Status::Ok();
     }
     auto it = active_.find(msg.done.coll_seq);
     if (it == active_.end()) {
@@ -269,6 +314,16 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const wire::ChunkRef& ref = msg.done.ref;
     if (msg.type == wire::MsgType::kAck) {
       if (payload_len != 0) return ProtocolError("ack with a payload");
+      if (!req->pieces.empty()) {
+        const size_t i = FindPiece(*req, ref.offset);
+        if (i == SIZE_MAX || req->pieces[i].ref.count != ref.count || req->pieces[i].coll_seq != msg.done.coll_seq ||
+            req->pieces[i].link != link->index || !req->pieces[i].awaiting) {
+          return ProtocolError(fmt::format("server {} acked a chunk [{}, +{}) of collective #{} that it does not owe",
+                                           link->address, ref.offset, ref.count, req->seq));
+        }
+        req->pieces[i].awaiting = false;
+        req->pieces[i].have = true;
+      }
       ReturnCredit(link, ref.count * req->esize);
       Complete(req, link->index);
       return Status::Ok();
@@ -309,7 +364,13 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       req->pieces[i].awaiting = false;
       link->rx_piece = i;
     }
-    *payload_dst = req->recv + dst_elem * req->esize;
+    if (req->retained) {
+      // A kept copy re-sends what another rank lacks; what comes back is already handed back.
+      link->sink.resize(std::max<size_t>(payload_len, 1));
+      *payload_dst = link->sink.data();
+    } else {
+      *payload_dst = req->recv + dst_elem * req->esize;
+    }
     if (link->trace_track != 0) link->rx_start_us = observe::TraceNowUs();
     link->rx_req = req;
     link->rx_credit = req->desc.coll != CollType::kAllGather;
@@ -323,7 +384,22 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (link->rx_credit) ReturnCredit(link, link->rx_bytes);
     Request* req = link->rx_req;
     link->rx_req = nullptr;
-    if (link->rx_piece != SIZE_MAX) req->pieces[link->rx_piece].have = true;
+    if (link->rx_stale) {  // a result of replaced stripes (Unplan): it landed, and counts for nothing
+      link->rx_stale = false;
+      link->rx_piece = SIZE_MAX;
+      --req->stale_rx;
+      MaybeFinish(req);
+      return Status::Ok();
+    }
+    if (link->rx_piece != SIZE_MAX) {
+      const Piece& p = req->pieces[link->rx_piece];
+      req->pieces[link->rx_piece].have = true;
+      // The copy a completed allreduce keeps (Retain) is taken chunk by chunk, while each is hot.
+      if (!req->copy.empty() && !req->retained) {
+        std::memcpy(req->copy.data() + p.ref.offset * req->esize, req->recv + p.ref.offset * req->esize,
+                    p.ref.count * req->esize);
+      }
+    }
     link->rx_piece = SIZE_MAX;
     last_progress_ = Clock::now();
     if (link->trace_track != 0) {
@@ -367,6 +443,17 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       uint8_t* mine = req->recv + static_cast<uint64_t>(opts_.rank) * count * req->esize;
       if (mine != req->send) std::memmove(mine, req->send, count * req->esize);
     }
+    if (coll == CollType::kReduceScatter && count > 0 && opts_.failover && servers_.size() >= 2) {
+      // In place, this rank's results overwrite its own segment's input, which a re-run after a
+      // failover may need again (a result cut short by a dead server): it is kept.
+      const uint8_t* own = req->send + static_cast<uint64_t>(opts_.rank) * count * req->esize;
+      const uint64_t bytes = count * req->esize;
+      if (own < req->recv + bytes && req->recv < own + bytes) req->own_input.assign(own, own + bytes);
+    }
+    if (coll == CollType::kAllReduce && count > 0 && opts_.failover && servers_.size() >= 2 &&
+        count * req->esize <= kRetainBytes) {
+      req->copy = TakeCopyBuffer(count * req->esize);
+    }
     Request* raw = req.release();
     // While a failover is being agreed, new collectives wait to be striped over the servers left.
     if (count > 0 && dead_mask_ == agreed_mask_) Plan(raw);
@@ -402,9 +489,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       PendingSends ps{req, req->desc, std::move(plan.sends), 0, {}};
       ps.desc.server_elems = plan.server_elems;
       const uint32_t link = alive[static_cast<size_t>((first + j) % nservers)];
-      if (coll == CollType::kAllReduce && opts_.failover) {
-        for (const wire::ChunkRef& ref : ps.chunks) req->pieces.push_back(Piece{ref, req->seq, link, true});
-      }
+      if (opts_.failover) AddPieces(req, ps.chunks, link);
       req->outstanding += plan.expected_replies;
       req->pending_link[link] += plan.expected_replies;
       // A server this rank saw die, which the job has not agreed on yet: its share waits for
@@ -414,6 +499,47 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     std::sort(req->pieces.begin(), req->pieces.end(),
               [](const Piece& a, const Piece& b) { return a.ref.offset < b.ref.offset; });
     req->planned = true;
+  }
+
+  // The pieces of one server's share: the chunks this rank sends, and for an all-gather the same
+  // chunks of every other rank's segment, which it receives.
+  void AddPieces(Request* req, const std::vector<wire::ChunkRef>& sends, uint32_t link) {
+    if (req->desc.coll != CollType::kAllGather) {
+      for (const wire::ChunkRef& ref : sends) req->pieces.push_back(Piece{ref, req->seq, link, true});
+      return;
+    }
+    const uint64_t count = req->desc.count;
+    const uint64_t me = static_cast<uint64_t>(opts_.rank);
+    for (uint32_t seg = 0; seg < static_cast<uint32_t>(opts_.nranks); ++seg) {
+      for (wire::ChunkRef ref : sends) {
+        ref.offset = ref.offset - me * count + seg * count;
+        ref.segment = seg;
+        req->pieces.push_back(Piece{ref, req->seq, link, true});
+      }
+    }
+  }
+
+  // Whether this rank sends the chunk `ref` (an all-gather's other segments it only receives).
+  bool Sends(const Request& req, const wire::ChunkRef& ref) const {
+    return req.desc.coll != CollType::kAllGather || ref.segment == static_cast<uint32_t>(opts_.rank);
+  }
+
+  // Where the bytes of chunk `ref` that this rank sends are: its input, or with `flags` holding
+  // kChunkResultCopy, the result it received.
+  const uint8_t* ChunkSource(const Request& req, const wire::ChunkRef& ref, uint8_t flags) const {
+    const uint64_t own_begin = static_cast<uint64_t>(opts_.rank) * req.desc.count;
+    switch (req.desc.coll) {
+      case CollType::kAllReduce:
+        return ((flags & wire::kChunkResultCopy) != 0 ? req.recv : req.send) + ref.offset * req.esize;
+      case CollType::kReduceScatter:
+        if ((flags & wire::kChunkResultCopy) != 0) return req.recv + (ref.offset - own_begin) * req.esize;
+        if (ref.segment == static_cast<uint32_t>(opts_.rank) && !req.own_input.empty()) {
+          return req.own_input.data() + (ref.offset - own_begin) * req.esize;
+        }
+        return req.send + ref.offset * req.esize;
+      case CollType::kAllGather: return req.send + (ref.offset - own_begin) * req.esize;
+    }
+    return req.send;
   }
 
   static size_t FindPiece(const Request& req, uint64_t offset) {
@@ -434,12 +560,18 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   void Complete(Request* req, size_t link) {
     if (req->pending_link[link] > 0) --req->pending_link[link];
     if (req->outstanding > 0) --req->outstanding;
-    if (req->outstanding == 0 && !req->done) {
+    MaybeFinish(req);
+  }
+
+  void MaybeFinish(Request* req) {
+    // Not while a failover is moving it (Unplan): it is striped again first.
+    if (req->outstanding == 0 && req->stale_rx == 0 && req->planned && !req->done) {
       req->done = true;
       active_.erase(req->seq);
       for (uint64_t rerun : req->rerun_seqs) active_.erase(rerun);
       TraceRequestEnd(req);
       if (req->retained) {
+        GiveBackCopyBuffer(std::move(req->copy));
         delete req;
       } else {
         Retain(*req);
@@ -476,13 +608,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
         if (!s.window.HasRoom(bytes)) continue;
         const uint8_t flags = ps.flags.empty() ? 0 : ps.flags[ps.next];
         ++ps.next;
-        const uint8_t* src = (flags & wire::kChunkResultCopy) != 0 ? ps.req->recv : ps.req->send;
-        uint64_t src_elem = ref.offset;
-        if (ps.desc.coll == CollType::kAllGather) src_elem = ref.offset - ps.desc.count * ref.segment;
+        const uint8_t* src = ChunkSource(*ps.req, ref, flags);
         wire::Chunk chunk{ps.desc, ref, flags};
         transport::OutMessage msg;
-        wire::EncodeChunkTo(
-            chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src + src_elem * ps.req->esize, bytes));
+        wire::EncodeChunkTo(chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src, bytes));
         msg.tag = ps.req->seq;
         if (s.trace_track != 0) TraceSend(&s, &msg);
         s.window.OnSent(bytes);
@@ -607,6 +736,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     link.failed = true;
     link.queue.clear();
     link.rx_req = nullptr;
+    link.rx_stale = false;
     if (link.conn) link.conn->DropPendingWrites();
     if (broken_.ok()) {
       broken_ = why;
@@ -678,38 +808,72 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // holds, that result. Every rank applies the same announcements in the same order.
 
   // Another rank may still lack a result this rank already handed back, when a server dies with
-  // it in one rank's socket and not another's: the last few completed allreduces' results are
-  // kept (up to kRetainBytes each) so that a re-run can still get them from this rank.
-  //
-  // The copies' buffers are reused: a fresh buffer per collective costs a page fault per 4 KiB
-  // (mapping, zeroing, unmapping), which was most of the copy's cost and slowed every allreduce
-  // of a few MiB by half on loopback.
+  // it in one rank's socket and not another's. The last few completed collectives keep what a
+  // re-run needs from this rank (up to kRetainBytes each): an allreduce its result; a
+  // reduce-scatter its input, with its own segment's result in place of that segment's input
+  // (a re-run recomputes another rank's segment from every rank's input); an all-gather its own
+  // input. An allreduce's copy is taken as its results arrive (OnMessageComplete), and the copies'
+  // buffers are used again: a fresh one costs a page fault per page, which cost far more than
+  // the copy itself (docs/reliability.md).
   static constexpr uint64_t kRetainBytes = 16u << 20;
   static constexpr size_t kRetainCount = 4;
-  void Retain(const Request& req) {
-    if (!opts_.failover || req.pieces.empty() || !req.status.ok()) return;
-    const uint64_t bytes = req.desc.count * req.esize;
-    if (bytes > kRetainBytes || servers_.size() < 2) return;
-    std::unique_ptr<Request> r;
-    if (retained_.size() >= kRetainCount) {
-      r = std::move(retained_.front());
-      retained_.pop_front();
-      std::vector<uint8_t> buffer = std::move(r->copy);
-      *r = Request{};
-      r->copy = std::move(buffer);
-    } else {
-      r = std::make_unique<Request>();
-    }
+  static constexpr size_t kSpareCopies = 4;
+  void Retain(Request& req) {
+    if (!opts_.failover || req.pieces.empty() || !req.status.ok() || servers_.size() < 2) return;
+    const uint64_t seg_bytes = req.desc.count * req.esize;
+    const uint64_t own = static_cast<uint64_t>(opts_.rank) * seg_bytes;
+    const uint64_t bytes =
+        req.desc.coll == CollType::kReduceScatter ? seg_bytes * static_cast<uint64_t>(opts_.nranks) : seg_bytes;
+    if (bytes > kRetainBytes) return;
+    auto r = std::make_unique<Request>();
     r->seq = req.seq;
     r->desc = req.desc;
     r->esize = req.esize;
-    r->copy.resize(bytes);  // within the reused capacity: no new pages
-    std::memcpy(r->copy.data(), req.recv, bytes);
+    switch (req.desc.coll) {
+      case CollType::kAllReduce:
+        if (!req.copy.empty()) {
+          r->copy = std::move(req.copy);
+        } else {
+          r->copy = TakeCopyBuffer(bytes);
+          std::memcpy(r->copy.data(), req.recv, bytes);
+        }
+        break;
+      case CollType::kReduceScatter:
+        r->copy = TakeCopyBuffer(bytes);
+        std::memcpy(r->copy.data(), req.send, own);
+        std::memcpy(r->copy.data() + own, req.recv, seg_bytes);
+        std::memcpy(r->copy.data() + own + seg_bytes, req.send + own + seg_bytes, bytes - own - seg_bytes);
+        break;
+      case CollType::kAllGather:
+        r->copy = TakeCopyBuffer(bytes);
+        std::memcpy(r->copy.data(), req.recv + own, seg_bytes);
+        break;
+    }
     r->pieces = req.pieces;
     r->pending_link.assign(servers_.size(), 0);
     r->planned = true;
     r->retained = true;
     retained_.push_back(std::move(r));
+    if (retained_.size() > kRetainCount) {
+      GiveBackCopyBuffer(std::move(retained_.front()->copy));
+      retained_.pop_front();
+    }
+  }
+
+  // A buffer of at least `bytes` (it may be larger: only its first `bytes` are used).
+  CopyBuffer TakeCopyBuffer(uint64_t bytes) {
+    CopyBuffer b;
+    if (!spare_copies_.empty()) {
+      b = std::move(spare_copies_.back());
+      spare_copies_.pop_back();
+    }
+    if (b.size() < bytes) b = CopyBuffer(bytes);
+    return b;
+  }
+
+  void GiveBackCopyBuffer(CopyBuffer&& b) {
+    if (!b.empty() && spare_copies_.size() < kSpareCopies) spare_copies_.push_back(std::move(b));
+    b = CopyBuffer();
   }
 
   // A retained copy takes part in a re-run as a request of its own, sending the results it holds.
@@ -720,6 +884,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       retained_.erase(it);
       r->send = r->copy.data();
       r->recv = r->copy.data();
+      if (r->desc.coll == CollType::kReduceScatter) {
+        r->recv += static_cast<uint64_t>(opts_.rank) * r->desc.count * r->esize;
+      }
+      Log().info("rank {}: {} #{} had completed here; it takes part in its re-run from the copy kept", opts_.rank,
+                 CollTypeName(r->desc.coll), seq);
       active_.emplace(r->seq, r);
       return r;
     }
@@ -731,9 +900,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (link.failed) return;
     link.failed = true;
     link.queue.clear();
-    if (link.rx_req != nullptr && link.rx_piece != SIZE_MAX && link.rx_req->send == link.rx_req->recv) {
+    if (link.rx_req != nullptr && link.rx_piece != SIZE_MAX && link.rx_req->desc.coll == CollType::kAllReduce &&
+        link.rx_req->send == link.rx_req->recv) {
       link.rx_req->pieces[link.rx_piece].input_lost = true;
     }
+    Request* stale = link.rx_stale ? link.rx_req : nullptr;
+    link.rx_stale = false;
     link.rx_req = nullptr;
     link.rx_piece = SIZE_MAX;
     if (link.conn) link.conn->DropPendingWrites();
@@ -744,13 +916,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       Break(UnavailableError(why.message() + "; no server of the job is left"));
       return;
     }
-    for (const auto& [seq, req] : active_) {
-      if (req->planned && req->desc.coll != CollType::kAllReduce) {
-        Break(UnavailableError(fmt::format("{}; failover re-runs allreduce only, and {} #{} was in flight",
-                                           why.message(), CollTypeName(req->desc.coll), req->seq)));
-        return;
-      }
+    if (stale != nullptr) {
+      --stale->stale_rx;
+      MaybeFinish(stale);
     }
+    ForgetRestriped();
     Log().warn("rank {}: {}; failing over to the {} server(s) left", opts_.rank, why.message(), left);
     if (observe::TraceOn()) {
       observe::TraceArgs a;
@@ -840,7 +1010,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     // Collectives from the boundary on never completed a chunk (the rank that stopped first never
     // sent them): forget their old stripes.
     for (Request* req : roots) {
-      if (req->seq >= a.boundary && req->planned && !Unplan(req)) return;
+      if (req->seq >= a.boundary && req->planned && !Unplan(req, a.epoch)) return;
     }
     for (uint64_t seq : a.recover) {
       auto it = active_.find(seq);
@@ -878,17 +1048,30 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
   }
 
-  // Forgets a collective's stripes so it can be striped again. Chunks already handed to a
-  // connection took window credit that no answer will return (the server drops them).
-  bool Unplan(Request* req) {
+  // Forgets a collective's stripes so it can be striped again at `epoch`. Chunks already handed
+  // to a connection took window credit that no answer will return (the server drops them). An
+  // all-gather chunk needs no other rank's, so one may have reached this rank already, and more
+  // may still come until each server applied the failover: they are the same bytes as the new
+  // stripes bring, and land without counting (IsStaleAnswer).
+  bool Unplan(Request* req, uint32_t epoch) {
     if (req->pieces.empty()) {
       Break(InternalError(fmt::format("collective #{} cannot be striped again", req->seq)));
       return false;
     }
+    const bool gather = req->desc.coll == CollType::kAllGather;
     for (const Piece& p : req->pieces) {
-      if (p.have) {
+      if (p.have && !gather) {
         Break(InternalError(fmt::format("collective #{} got a result before a failover striped it again", req->seq)));
         return false;
+      }
+    }
+    if (gather) {
+      restriped_[req->seq] = epoch;
+      for (auto& s : servers_) {
+        if (s.rx_req == req && !s.rx_stale) {
+          s.rx_stale = true;
+          ++req->stale_rx;
+        }
       }
     }
     for (auto& s : servers_) {
@@ -903,7 +1086,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       }
       if (s.failed) continue;
       for (const Piece& p : req->pieces) {
-        if (p.link == s.index && unsent.count(p.ref.offset) == 0) ReturnCredit(&s, p.ref.count * req->esize);
+        if (p.link == s.index && !p.have && Sends(*req, p.ref) && unsent.count(p.ref.offset) == 0) {
+          ReturnCredit(&s, p.ref.count * req->esize);
+        }
       }
     }
     req->pieces.clear();
@@ -923,9 +1108,16 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       ps.desc.server_elems = 0;
       ps.desc.epoch = epoch;
     }
+    // Round robin within each segment, so that an all-gather's re-run gives every server it uses
+    // a chunk of every rank (a server forwards a chunk only to ranks that joined it there).
     size_t k = 0;
+    uint32_t segment = 0;
     for (Piece& p : req->pieces) {
       if (((newly_dead >> p.link) & 1) == 0) continue;
+      if (p.ref.segment != segment) {
+        segment = p.ref.segment;
+        k = 0;
+      }
       const size_t j = static_cast<size_t>((k++ + req->seq) % alive.size());
       if (!p.have) {  // still counted as due from the dead server
         --req->pending_link[p.link];
@@ -936,15 +1128,47 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       p.awaiting = true;
       ++req->pending_link[p.link];
       ++req->outstanding;
-      per[j].chunks.push_back(p.ref);
-      per[j].flags.push_back(p.have ? wire::kChunkResultCopy : p.input_lost ? wire::kChunkInputLost : uint8_t{0});
       per[j].desc.server_elems += p.ref.count;
+      if (!Sends(*req, p.ref)) continue;
+      per[j].chunks.push_back(p.ref);
+      per[j].flags.push_back(RerunFlags(*req, p));
     }
     for (size_t j = 0; j < alive.size(); ++j) {
       if (!per[j].chunks.empty() && !servers_[alive[j]].failed) servers_[alive[j]].queue.push_back(std::move(per[j]));
     }
     active_.emplace(rseq, req);
     req->rerun_seqs.push_back(rseq);
+  }
+
+  // How a re-run sends a piece: the result this rank holds, which every rank that holds it has
+  // alike (an allreduce's, or a reduce-scatter's own segment), or its input.
+  uint8_t RerunFlags(const Request& req, const Piece& p) const {
+    switch (req.desc.coll) {
+      case CollType::kAllReduce:
+        return p.have ? wire::kChunkResultCopy : p.input_lost ? wire::kChunkInputLost : uint8_t{0};
+      case CollType::kReduceScatter:
+        return p.have && p.ref.segment == static_cast<uint32_t>(opts_.rank) ? wire::kChunkResultCopy : uint8_t{0};
+      case CollType::kAllGather: return 0;
+    }
+    return 0;
+  }
+
+  // An answer from `link` to an all-gather that a failover striped again, sent before that
+  // server applied the failover: it belongs to the replaced stripes.
+  bool IsStaleAnswer(const ServerLink& link, uint64_t coll_seq) const {
+    if (restriped_.empty()) return false;
+    auto it = restriped_.find(coll_seq);
+    return it != restriped_.end() && it->second > link.server_epoch;
+  }
+
+  // Once every server left applied a failover, none sends answers to the stripes it replaced.
+  void ForgetRestriped() {
+    if (restriped_.empty()) return;
+    uint32_t applied = UINT32_MAX;
+    for (const auto& s : servers_) {
+      if (!s.failed) applied = std::min(applied, s.server_epoch);
+    }
+    std::erase_if(restriped_, [&](const auto& kv) { return kv.second <= applied; });
   }
 
   // A server that sends nothing, not even a heartbeat, while this rank waits on it is dead.
@@ -1022,7 +1246,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   uint64_t notice_mask_ = 0;      // deaths other ranks saw, from the servers' notices
   std::vector<wire::FailoverAgreed> agreed_;
   bool report_due_ = false;
-  std::deque<std::unique_ptr<Request>> retained_;  // see Retain()
+  std::deque<std::unique_ptr<Request>> retained_;     // see Retain()
+  std::vector<CopyBuffer> spare_copies_;              // their buffers, for the next ones
+  std::unordered_map<uint64_t, uint32_t> restriped_;  // all-gathers striped again, and at which epoch
   Clock::time_point last_progress_ = Clock::now();
   StallQuery stall_;
 };

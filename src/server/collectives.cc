@@ -341,8 +341,9 @@ void Collectives::Forward(const std::shared_ptr<Job>& job, CollState& coll, cons
   delivery->src = slot.ref.segment;
   delivery->result_meta = wire::EncodeResult(done);
   delivery->unsent = job->nranks - 1;
+  delivery->epoch = d.epoch;
   if (delivery->unsent == 0) {
-    SendAck(job, delivery->src, done);
+    SendAck(job, delivery->src, done, d.epoch);
     return;
   }
   for (uint32_t r = 0; r < job->nranks; ++r) {
@@ -361,16 +362,22 @@ void Collectives::SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank,
   OutMessage m = transport::MakeOutMessage(delivery->result_meta, delivery->data.get(), delivery->bytes);
   m.keepalive = delivery->data;
   m.on_done = [this, weak = std::weak_ptr<Job>(job), delivery] {
-    if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done);
+    if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done, delivery->epoch);
   };
   SendTo(*job, rank, std::move(m));
 }
 
-// The source of an all-gather chunk learns that every other rank has it.
-void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done) {
+// The source of an all-gather chunk learns that every other rank has it; not for stripes that a
+// failover replaced meanwhile (the rank no longer waits for them, and the server told it that
+// nothing of them follows).
+void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch) {
   std::shared_ptr<Job> job = weak.lock();
   if (!job || job->failed) return;
   job->Answered(rank);
+  wire::CollDesc d;
+  d.coll_seq = done.coll_seq;
+  d.epoch = epoch;
+  if (FailoverCoordinator::IsStale(*job, d)) return;
   SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
 }
 

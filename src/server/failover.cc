@@ -44,6 +44,9 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
                                          "lists only; this job spans an aggregation tree (docs/reliability.md)",
                                          cs->rank, job->hex)});
   }
+  if (r.dead_mask == 0) {
+    return ProtocolError(fmt::format("rank {} sent a failover report that names no dead server", cs->rank));
+  }
   if ((r.dead_mask >> r.server_index) & 1) {
     return ProtocolError(
         fmt::format("rank {} reports this server (its server {}) dead to itself", cs->rank, r.server_index));
@@ -141,6 +144,9 @@ Status FailoverCoordinator::OnEpoch(ConnState* cs, const wire::EpochChange& e) {
     observe::TraceInstant("failover", "server", a);
   }
   collectives_.DropCollectives(job, [&](const wire::CollDesc& d) { return IsStale(*job, d); });
+  // Every rank learns that nothing of the replaced stripes follows on this connection: an
+  // all-gather's chunks need no other rank's, so some may have gone out before (protocol.md).
+  Announce(job, wire::EncodeEpoch(e));
   return Status::Ok();
 }
 

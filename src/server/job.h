@@ -54,6 +54,7 @@ struct AgDelivery {
   std::vector<uint8_t> result_meta;
   uint32_t unsent = 0;      // sends not yet written out (to joined and absent ranks)
   uint32_t not_joined = 0;  // ranks that get it when they join
+  uint32_t epoch = 0;       // its collective's failover epoch
 };
 
 // One collective of a job as seen by this server.

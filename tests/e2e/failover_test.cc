@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 // Failover: servers in processes of their own die (SIGKILL) or freeze (SIGSTOP) while ranks in
-// other processes run allreduces; every result is checked against the reference.
+// other processes run allreduces, reduce-scatters and all-gathers; every result is checked against
+// the reference.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -102,6 +103,71 @@ int FailoverRank(Shared& sh, const std::vector<std::string>& servers, const JobI
   }
 }
 
+// Per-rank counts (a reduce-scatter's and an all-gather's per rank) for the mixed rounds: striped
+// over every server in many chunks, over one, and in between.
+constexpr size_t kMixCounts[] = {70000, 1000, 16384, 250000, 7};
+
+// A rank of the mixed rounds: each round an allreduce, a reduce-scatter and an all-gather in
+// flight at once, the latter two in place every other round, each checked bit for bit against
+// the reference. Slots and stopping as FailoverRank.
+int MixedRank(Shared& sh, const std::vector<std::string>& servers, const JobId& job, int nranks, int rank, int slot,
+              const CommConfig& config, uint64_t seed0) {
+  std::unique_ptr<Communicator> comm;
+  Status st = MakeComm(servers, job, nranks, rank, config, &comm);
+  if (!st.ok()) return sh.Fail(slot, "create: " + st.ToString());
+  const size_t max_count = 250000;
+  const size_t n = static_cast<size_t>(nranks);
+  std::vector<float> ar_in(max_count), ar_out(max_count), rs_in(max_count * n), rs_out(max_count);
+  std::vector<float> ag_in(max_count), ag_out(max_count * n);
+  for (int round = 0;; ++round) {
+    if (sh->stop.load() != 0 && round >= sh->stop.load()) {
+      sh->value[slot][2] = comm->failover_stats().failovers;
+      return 0;
+    }
+    const bool in_place = round % 2 == 0;
+    const size_t ca = kMixCounts[round % 5];
+    const size_t cr = kMixCounts[(round + 1) % 5];
+    const size_t cg = kMixCounts[(round + 3) % 5];
+    const uint64_t sa = seed0 + 3 * static_cast<uint64_t>(round);
+    const uint64_t sr = sa + 1;
+    const uint64_t sg = sa + 2;
+    FillInput(DataType::kFloat32, RedOp::kSum, sa, rank, 0, ca, ar_in.data());
+    FillInput(DataType::kFloat32, RedOp::kSum, sr, rank, 0, cr * n, rs_in.data());
+    float* rs_dst = in_place ? rs_in.data() + static_cast<size_t>(rank) * cr : rs_out.data();
+    float* ag_src = in_place ? ag_out.data() + static_cast<size_t>(rank) * cg : ag_in.data();
+    FillInput(DataType::kFloat32, RedOp::kSum, sg, rank, 0, cg, ag_src);
+    Request* a = nullptr;
+    Request* r = nullptr;
+    Request* g = nullptr;
+    st = comm->IAllReduce(ar_in.data(), ar_out.data(), ca, DataType::kFloat32, RedOp::kSum, &a);
+    if (st.ok()) st = comm->IReduceScatter(rs_in.data(), rs_dst, cr, DataType::kFloat32, RedOp::kSum, &r);
+    if (st.ok()) st = comm->IAllGather(ag_src, ag_out.data(), cg, DataType::kFloat32, &g);
+    Status done[3];
+    Request* reqs[3] = {a, r, g};
+    for (int i = 0; i < 3; ++i) done[i] = reqs[i] != nullptr ? comm->Wait(reqs[i]) : st;
+    for (const Status& d : done) {
+      if (d.ok()) continue;
+      sh->t_ns[slot][0] = NowNs();
+      sh->value[slot][2] = comm->failover_stats().failovers;
+      sh.Note(slot, d.ToString());
+      return 2;
+    }
+    std::string err = VerifyReduction(ar_out.data(), DataType::kFloat32, RedOp::kSum, sa, nranks, 0, ca);
+    if (err.empty()) {
+      err = VerifyReduction(rs_dst, DataType::kFloat32, RedOp::kSum, sr, nranks, static_cast<uint64_t>(rank) * cr, cr);
+      if (!err.empty()) err = "reduce-scatter: " + err;
+    }
+    if (err.empty()) {
+      err = VerifyAllGather(ag_out.data(), DataType::kFloat32, sg, nranks, cg);
+      if (!err.empty()) err = "all-gather: " + err;
+    }
+    if (!err.empty()) return sh.Fail(slot, "round " + std::to_string(round) + ": " + err);
+    sh->value[slot][1] = round + 1;
+    sh->value[slot][2] = comm->failover_stats().failovers;
+    if (comm->failover_stats().failovers > 0 && sh->t_ns[slot][1] == 0) sh->t_ns[slot][1] = NowNs();
+  }
+}
+
 // Waits until every rank slot in [first, first + n) has done `rounds` more rounds than `from`.
 bool WaitRounds(Shared& sh, int first, int n, const std::vector<int64_t>& from, int64_t rounds,
                 milliseconds limit = milliseconds(30000)) {
@@ -127,11 +193,15 @@ std::string Messages(Shared& sh, int first, int n) {
   return all;
 }
 
-void SpawnRanks(Cluster& c, const JobId& job, int nranks, int first_slot, const CommConfig& config, uint64_t seed) {
+using RankMain = int (*)(Shared&, const std::vector<std::string>&, const JobId&, int, int, int, const CommConfig&,
+                         uint64_t);
+
+void SpawnRanks(Cluster& c, const JobId& job, int nranks, int first_slot, const CommConfig& config, uint64_t seed,
+                RankMain rank_main = FailoverRank) {
   for (int r = 0; r < nranks; ++r) {
     const int slot = first_slot + r;
-    c.kids.Spawn([&c, job, nranks, r, slot, config, seed]() -> int {
-      return FailoverRank(c.sh, c.addresses, job, nranks, r, slot, config, seed);
+    c.kids.Spawn([&c, job, nranks, r, slot, config, seed, rank_main]() -> int {
+      return rank_main(c.sh, c.addresses, job, nranks, r, slot, config, seed);
     });
   }
   c.kids.Start();
@@ -166,6 +236,24 @@ TEST(E2eFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(c.sh->value[first + r][2], 1) << "rank " << r;
   const double recover_ms = static_cast<double>(c.sh->t_ns[first][1] - t_kill) / 1e6;
   ::testing::Test::RecordProperty("first_failover_ms", std::to_string(static_cast<int>(recover_ms)));
+  c.kids.Kill(c.server_child[0], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  StopAndCheck(c, first, kRanks, 2);
+}
+
+// Reduce-scatters and all-gathers in flight when a server dies are re-run on the servers left,
+// beside allreduces, in place and out of place.
+TEST(E2eFailover, KillingOneThenASecondOfThreeServersUnderMixedCollectivesLosesNone) {
+  SKIP_OVER_FABRIC();
+  Cluster c;
+  StartServers(&c, 3);
+  constexpr int kRanks = 4;
+  const int first = 3;
+  SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 7000, MixedRank);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  c.kids.Kill(c.server_child[2], SIGKILL);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(c.sh->value[first + r][2], 1) << "rank " << r;
   c.kids.Kill(c.server_child[0], SIGKILL);
   ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
   StopAndCheck(c, first, kRanks, 2);
