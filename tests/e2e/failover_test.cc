@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,12 +44,17 @@ void StartServers(Cluster* c, int n) {
   }
 }
 
-// Over libfabric these runs are not yet reliable on a loaded 2-core machine (ranks sometimes make
-// no progress before any server dies); failover there is exercised by hand, not in the suite.
-#define SKIP_OVER_FABRIC()                                                      \
-  if (OverFabric())                                                             \
-  GTEST_SKIP() << "failover over ofi is not yet reliable enough for the suite " \
-                  "(docs/reliability.md)"
+// Over libfabric these runs are not yet reliable (docs/reliability.md, Failover): a rank sometimes
+// stops hearing from a live server. The suite skips them there unless OPTCAST_TEST_OFI_FAILOVER=1
+// asks for them, which is how their pass rate over ofi is measured.
+bool FailoverOverFabricWanted() {
+  const char* v = std::getenv("OPTCAST_TEST_OFI_FAILOVER");
+  return v != nullptr && std::string(v) == "1";
+}
+#define SKIP_OVER_FABRIC()                                                           \
+  if (OverFabric() && !FailoverOverFabricWanted())                                   \
+  GTEST_SKIP() << "failover over ofi is not yet reliable enough for the suite (set " \
+                  "OPTCAST_TEST_OFI_FAILOVER=1 to run it anyway; docs/reliability.md)"
 
 CommConfig FailoverConfig() {
   CommConfig c;
@@ -284,7 +290,9 @@ TEST(E2eFailover, LastServerDyingFailsEveryRankClearly) {
 }
 
 TEST(E2eFailover, FrozenServerIsDroppedWithinTheHeartbeatBound) {
-  SKIP_OVER_FABRIC();
+  // Over libfabric servers send no heartbeats (docs/reliability.md), so a frozen server, whose
+  // connection stays open, is not detected there: only a lost connection is.
+  if (OverFabric()) GTEST_SKIP() << "no heartbeats over ofi (docs/reliability.md, Failover)";
   Cluster c;
   StartServers(&c, 3);
   constexpr int kRanks = 3;
