@@ -228,6 +228,7 @@ struct Model {
   // The round of reports being collected.
   uint32_t round_epoch = 0;
   uint32_t agreed_through = 0;
+  std::string last_agreed;  // the agreement last worked out here, announced or not
   std::map<uint32_t, wire::FailoverReport> reports;
   std::map<uint32_t, uint64_t> noticed;
   std::vector<std::vector<std::string>> expect;  // per rank: failover messages due, in order
@@ -238,7 +239,15 @@ enum class Outcome { kNothing, kRankRefused, kJobFails, kEither };
 Outcome ApplyReport(Model& m, uint32_t rank, const wire::FailoverReport& r) {
   if (r.dead_mask == 0) return Outcome::kRankRefused;                     // reports no death
   if ((r.dead_mask >> r.server_index) & 1) return Outcome::kRankRefused;  // this server dead to itself
-  if (r.epoch < m.round_epoch || r.epoch < m.agreed_through) return Outcome::kNothing;
+  if (r.epoch < m.round_epoch || r.epoch < m.agreed_through) {
+    // A rank behind the last agreement that lists every server before this one as dead gets it
+    // again from here: its announcer may have died before it arrived.
+    const uint64_t before = (uint64_t{1} << r.server_index) - 1;
+    if (r.epoch + 1 == m.agreed_through && (r.dead_mask & before) == before && !m.last_agreed.empty()) {
+      m.expect[rank].push_back(m.last_agreed);
+    }
+    return Outcome::kNothing;
+  }
   if (r.epoch > m.round_epoch) {
     m.round_epoch = r.epoch;
     m.reports.clear();
@@ -263,8 +272,6 @@ Outcome ApplyReport(Model& m, uint32_t rank, const wire::FailoverReport& r) {
   if (!same_dead) return same_index ? Outcome::kNothing : Outcome::kEither;
   if (!same_index) return Outcome::kJobFails;  // ranks list this server at different places
   m.agreed_through = m.round_epoch + 1;
-  const uint64_t below = (uint64_t{1} << r.server_index) - 1;
-  if ((all_dead & below) != below) return Outcome::kNothing;  // not the first server left: silent
   uint64_t boundary = UINT64_MAX;
   std::set<uint64_t> needing;
   for (const auto& [k, rep] : m.reports) {
@@ -277,6 +284,9 @@ Outcome ApplyReport(Model& m, uint32_t rank, const wire::FailoverReport& r) {
     if (seq < boundary) s += std::to_string(seq) + ",";
   }
   s += "]";
+  m.last_agreed = s;
+  const uint64_t below = (uint64_t{1} << r.server_index) - 1;
+  if ((all_dead & below) != below) return Outcome::kNothing;  // not the first server left: silent
   for (auto& e : m.expect) e.push_back(s);
   return Outcome::kNothing;
 }
@@ -495,12 +505,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  got[k].empty() ? "-" : got[k][0].c_str(), e.size(), e.empty() ? "-" : e[0].c_str());
     }
     // Whatever happened, every rank hears the same agreements (a prefix where the job failed).
+    // A rank that reported late may hear the last one again (it ignores one it applied): each
+    // counts once.
     std::vector<std::string> a, b;
     for (const auto& s : got[k]) {
-      if (s.rfind("agreed", 0) == 0) a.push_back(s);
+      if (s.rfind("agreed", 0) == 0 && std::find(a.begin(), a.end(), s) == a.end()) a.push_back(s);
     }
     for (const auto& s : got[0]) {
-      if (s.rfind("agreed", 0) == 0) b.push_back(s);
+      if (s.rfind("agreed", 0) == 0 && std::find(b.begin(), b.end(), s) == b.end()) b.push_back(s);
     }
     const size_t n = std::min(a.size(), b.size());
     FUZZ_CHECK(std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()),
