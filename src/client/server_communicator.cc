@@ -733,6 +733,17 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       LoseServer(link, why);
       return;
     }
+    if (dead_mask_ != agreed_mask_) {
+      // A lost server's share waits for a failover that can no longer be agreed (this error ends
+      // failover): nothing in flight can finish.
+      link.failed = true;
+      link.queue.clear();
+      link.rx_req = nullptr;
+      link.rx_stale = false;
+      if (link.conn) link.conn->DropPendingWrites();
+      Break(why);
+      return;
+    }
     link.failed = true;
     link.queue.clear();
     link.rx_req = nullptr;
