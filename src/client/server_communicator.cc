@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "auth/secret.h"
+#include "client/copy_buffer.h"
 #include "client/handshake.h"
 #include "client/plan.h"
 #include "client/send_window.h"
@@ -45,26 +46,6 @@ struct Piece {
   bool input_lost = false;  // in place, a result cut short by a dead server overwrote its input
 };
 
-// Bytes written before they are read, so not zeroed when allocated.
-class CopyBuffer {
- public:
-  CopyBuffer() = default;
-  explicit CopyBuffer(uint64_t bytes) : data_(new uint8_t[bytes]), size_(bytes) {}
-  CopyBuffer(CopyBuffer&& o) noexcept : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)) {}
-  CopyBuffer& operator=(CopyBuffer&& o) noexcept {
-    data_ = std::move(o.data_);
-    size_ = std::exchange(o.size_, 0);
-    return *this;
-  }
-  uint8_t* data() const { return data_.get(); }
-  uint64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-
- private:
-  std::unique_ptr<uint8_t[]> data_;
-  uint64_t size_ = 0;
-};
-
 class Request {
  public:
   uint64_t seq = 0;
@@ -78,8 +59,8 @@ class Request {
   Status status;
   uint64_t trace_id = 0;             // nonzero: its request span is open in the trace
   bool retained = false;             // a copy of a completed allreduce kept for a failover's re-run (no caller)
-  CopyBuffer copy;                   // when retained: what a re-run may need from this rank
-  std::vector<uint8_t> own_input;    // an in-place reduce-scatter's own segment, as it was sent
+  client::CopyBuffer copy;           // when retained: what a re-run may need from this rank
+  client::CopyBuffer own_input;      // an in-place reduce-scatter's own segment, as it was sent
   uint32_t stale_rx = 0;             // results of its old stripes still landing (an all-gather)
   bool planned = false;              // striped over the servers (not while a failover is being agreed)
   std::vector<Piece> pieces;         // allreduce: every chunk, by offset
@@ -448,7 +429,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       // failover may need again (a result cut short by a dead server): it is kept.
       const uint8_t* own = req->send + static_cast<uint64_t>(opts_.rank) * count * req->esize;
       const uint64_t bytes = count * req->esize;
-      if (own < req->recv + bytes && req->recv < own + bytes) req->own_input.assign(own, own + bytes);
+      if (own < req->recv + bytes && req->recv < own + bytes) {
+        req->own_input = copy_pool_.Take(bytes);
+        std::memcpy(req->own_input.data(), own, bytes);
+      }
     }
     if (coll == CollType::kAllReduce && count > 0 && opts_.failover && servers_.size() >= 2 &&
         count * req->esize <= kRetainBytes) {
@@ -581,6 +565,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   Status Release(Request* req) {
     Status st = req->status;
+    GiveBackCopyBuffer(std::move(req->copy));  // a copy it did not hand to Retain
+    GiveBackCopyBuffer(std::move(req->own_input));
     delete req;
     return st;
   }
@@ -872,20 +858,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   }
 
   // A buffer of at least `bytes` (it may be larger: only its first `bytes` are used).
-  CopyBuffer TakeCopyBuffer(uint64_t bytes) {
-    CopyBuffer b;
-    if (!spare_copies_.empty()) {
-      b = std::move(spare_copies_.back());
-      spare_copies_.pop_back();
-    }
-    if (b.size() < bytes) b = CopyBuffer(bytes);
-    return b;
-  }
-
-  void GiveBackCopyBuffer(CopyBuffer&& b) {
-    if (!b.empty() && spare_copies_.size() < kSpareCopies) spare_copies_.push_back(std::move(b));
-    b = CopyBuffer();
-  }
+  CopyBuffer TakeCopyBuffer(uint64_t bytes) { return copy_pool_.Take(bytes); }
+  void GiveBackCopyBuffer(CopyBuffer&& b) { copy_pool_.GiveBack(std::move(b)); }
 
   // A retained copy takes part in a re-run as a request of its own, sending the results it holds.
   Request* Revive(uint64_t seq) {
@@ -1258,7 +1232,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   std::vector<wire::FailoverAgreed> agreed_;
   bool report_due_ = false;
   std::deque<std::unique_ptr<Request>> retained_;     // see Retain()
-  std::vector<CopyBuffer> spare_copies_;              // their buffers, for the next ones
+  CopyBufferPool copy_pool_{kSpareCopies};            // their buffers, for the next ones
   std::unordered_map<uint64_t, uint32_t> restriped_;  // all-gathers striped again, and at which epoch
   Clock::time_point last_progress_ = Clock::now();
   StallQuery stall_;
