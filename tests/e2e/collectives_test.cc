@@ -248,7 +248,9 @@ TEST(E2eAllGather, SlowRankStillCollectingThePreviousCollective) {
   for (int r = 0; r < kRanks; ++r) {
     kids.Spawn([&, r]() -> int {
       std::unique_ptr<Communicator> comm;
-      Status st = MakeComm(servers, job, kRanks, r, CommConfig{milliseconds(10000)}, &comm);
+      CommConfig config;
+      config.timeout = milliseconds(10000);
+      Status st = MakeComm(servers, job, kRanks, r, config, &comm);
       if (!st.ok()) return sh.Fail(r, "create: " + st.ToString());
       const uint64_t s1 = SeedFor(90), s2 = SeedFor(91);
       std::vector<float> in(kCount), out(kCount);
@@ -312,7 +314,9 @@ TEST(E2eAllGather, FirstCollectiveWithALateConnectingRank) {
         std::this_thread::sleep_for(milliseconds(200));  // their chunks reach the servers first
       }
       std::unique_ptr<Communicator> comm;
-      Status st = MakeComm(servers, job, kRanks, r, CommConfig{milliseconds(5000)}, &comm);
+      CommConfig config;
+      config.timeout = milliseconds(5000);
+      Status st = MakeComm(servers, job, kRanks, r, config, &comm);
       if (!st.ok()) return sh.Fail(r, "create: " + st.ToString());
       const uint64_t s1 = SeedFor(92), s2 = SeedFor(93);
       std::vector<int32_t> a_in(kSmall), a_out(kSmall * kRanks);

@@ -887,7 +887,9 @@ TEST(ProxyErrors, ServerDyingMidJobFailsOverAndRequestsCompleteNormally) {
     std::vector<float> in(1 << 20), out(in.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 1000) * 0.25f;
     for (int round = 0; round < 6; ++round) {
-      if (round == 2) ASSERT_EQ(::kill(victim, SIGKILL), 0);
+      if (round == 2) {
+        ASSERT_EQ(::kill(victim, SIGKILL), 0);
+      }
       std::fill(out.begin(), out.end(), -1.0f);
       void* req = nullptr;
       int done = 0;

@@ -105,7 +105,9 @@ TEST(TreePlan, SpreadsTheRootsOfA1024HostJobOverItsRacks) {
   for (const PlannedServer& s : plan.servers) {
     by_name[s.name] = &s;
     EXPECT_TRUE(addresses.insert(s.host + ":" + std::to_string(s.port)).second) << s.name << " shares an address";
-    if (s.parent.empty()) EXPECT_TRUE(root_racks.insert(s.rack).second) << s.name << " shares rack " << s.rack;
+    if (s.parent.empty()) {
+      EXPECT_TRUE(root_racks.insert(s.rack).second) << s.name << " shares rack " << s.rack;
+    }
   }
   EXPECT_EQ(root_racks.size(), 32u);
   // Worker i lists its rack's leaves, tree j's leaf j-th; leaf j's parent is root j.
@@ -138,8 +140,10 @@ TEST(TreePlan, PutsServersOnServerHostsAndRootsOffTheLeafHosts) {
   EXPECT_EQ(plan.workers[2].servers, (std::vector<std::string>{"c4:9000", "c4:9001"}));
   ASSERT_TRUE(MakeTreePlan(hosts, TreePlanOptions{2, 9000, {"sp1"}}, &plan).ok());
   for (const PlannedServer& s : plan.servers) {
-    if (s.parent.empty()) EXPECT_EQ(s.rack, config::kSpineRack);
-    if (s.parent.empty()) EXPECT_EQ(s.host, "sp1");
+    if (s.parent.empty()) {
+      EXPECT_EQ(s.rack, config::kSpineRack);
+      EXPECT_EQ(s.host, "sp1");
+    }
   }
 }
 
