@@ -98,7 +98,8 @@ struct ServerLink {
   // Failover: the piece whose result is arriving, and when the server was last heard from while
   // this rank waited on it.
   size_t rx_piece = SIZE_MAX;
-  bool rx_stale = false;  // the result arriving belongs to stripes a failover replaced
+  bool rx_stale = false;      // the result arriving belongs to stripes a failover replaced
+  bool rx_into_copy = false;  // it lands in the request's kept copy, and reaches the caller's buffer whole
   Clock::time_point last_heard = Clock::now();
   bool busy = false;
   // The last failover the server applied (it says so in an Epoch message): answers it sent
@@ -345,10 +346,18 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       req->pieces[i].awaiting = false;
       link->rx_piece = i;
     }
+    link->rx_into_copy = false;
     if (req->retained) {
       // A kept copy re-sends what another rank lacks; what comes back is already handed back.
       link->sink.resize(std::max<size_t>(payload_len, 1));
       *payload_dst = link->sink.data();
+    } else if (req->desc.coll == CollType::kAllReduce && !req->copy.empty() && req->send == req->recv) {
+      // In place, a result written straight into the caller's buffer destroys this rank's input
+      // as it lands, and a server that dies halfway leaves neither. It lands in the copy kept for
+      // failover instead and is copied over whole (the one copy either way), so a re-run still
+      // has the input.
+      *payload_dst = req->copy.data() + dst_elem * req->esize;
+      link->rx_into_copy = true;
     } else {
       *payload_dst = req->recv + dst_elem * req->esize;
     }
@@ -376,12 +385,16 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       const Piece& p = req->pieces[link->rx_piece];
       req->pieces[link->rx_piece].have = true;
       // The copy a completed allreduce keeps (Retain) is taken chunk by chunk, while each is hot.
-      if (!req->copy.empty() && !req->retained) {
-        std::memcpy(req->copy.data() + p.ref.offset * req->esize, req->recv + p.ref.offset * req->esize,
-                    p.ref.count * req->esize);
+      uint8_t* const kept = req->copy.data() + p.ref.offset * req->esize;
+      uint8_t* const caller = req->recv + p.ref.offset * req->esize;
+      if (link->rx_into_copy) {
+        std::memcpy(caller, kept, p.ref.count * req->esize);
+      } else if (!req->copy.empty() && !req->retained) {
+        std::memcpy(kept, caller, p.ref.count * req->esize);
       }
     }
     link->rx_piece = SIZE_MAX;
+    link->rx_into_copy = false;
     last_progress_ = Clock::now();
     if (link->trace_track != 0) {
       observe::TraceArgs a;
@@ -726,6 +739,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       link.queue.clear();
       link.rx_req = nullptr;
       link.rx_stale = false;
+      link.rx_into_copy = false;
       if (link.conn) link.conn->DropPendingWrites();
       Break(why);
       return;
@@ -734,6 +748,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     link.queue.clear();
     link.rx_req = nullptr;
     link.rx_stale = false;
+    link.rx_into_copy = false;
     if (link.conn) link.conn->DropPendingWrites();
     if (broken_.ok()) {
       broken_ = why;
@@ -886,9 +901,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     link.failed = true;
     link.queue.clear();
     if (link.rx_req != nullptr && link.rx_piece != SIZE_MAX && link.rx_req->desc.coll == CollType::kAllReduce &&
-        link.rx_req->send == link.rx_req->recv) {
+        link.rx_req->send == link.rx_req->recv && !link.rx_into_copy) {
       link.rx_req->pieces[link.rx_piece].input_lost = true;
     }
+    link.rx_into_copy = false;
     Request* stale = link.rx_stale ? link.rx_req : nullptr;
     link.rx_stale = false;
     link.rx_req = nullptr;
