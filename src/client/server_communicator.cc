@@ -385,12 +385,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       const Piece& p = req->pieces[link->rx_piece];
       req->pieces[link->rx_piece].have = true;
       // The copy a completed allreduce keeps (Retain) is taken chunk by chunk, while each is hot.
-      uint8_t* const kept = req->copy.data() + p.ref.offset * req->esize;
-      uint8_t* const caller = req->recv + p.ref.offset * req->esize;
-      if (link->rx_into_copy) {
-        std::memcpy(caller, kept, p.ref.count * req->esize);
-      } else if (!req->copy.empty() && !req->retained) {
-        std::memcpy(kept, caller, p.ref.count * req->esize);
+      if (!req->copy.empty() && !req->retained) {
+        uint8_t* const kept = req->copy.data() + p.ref.offset * req->esize;
+        uint8_t* const caller = req->recv + p.ref.offset * req->esize;
+        const uint64_t bytes = p.ref.count * req->esize;
+        link->rx_into_copy ? std::memcpy(caller, kept, bytes) : std::memcpy(kept, caller, bytes);
       }
     }
     link->rx_piece = SIZE_MAX;
@@ -732,24 +731,18 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       LoseServer(link, why);
       return;
     }
-    if (dead_mask_ != agreed_mask_) {
-      // A lost server's share waits for a failover that can no longer be agreed (this error ends
-      // failover): nothing in flight can finish.
-      link.failed = true;
-      link.queue.clear();
-      link.rx_req = nullptr;
-      link.rx_stale = false;
-      link.rx_into_copy = false;
-      if (link.conn) link.conn->DropPendingWrites();
-      Break(why);
-      return;
-    }
     link.failed = true;
     link.queue.clear();
     link.rx_req = nullptr;
     link.rx_stale = false;
     link.rx_into_copy = false;
     if (link.conn) link.conn->DropPendingWrites();
+    if (dead_mask_ != agreed_mask_) {
+      // A lost server's share waits for a failover that can no longer be agreed (this error ends
+      // failover): nothing in flight can finish.
+      Break(why);
+      return;
+    }
     if (broken_.ok()) {
       broken_ = why;
       Log().error("rank {}: {}", opts_.rank, why.message());
