@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "common/log.h"
@@ -279,6 +280,33 @@ void Server::Impl::OnConnectionLost(ConnState* cs, const Status& why) {
                                cs->conn->peer(), job->colls.begin()->first, job->hex, why.message())});
 }
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kGlibcOwnsTheHeap = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kGlibcOwnsTheHeap = false;
+#else
+constexpr bool kGlibcOwnsTheHeap = true;
+#endif
+#else
+constexpr bool kGlibcOwnsTheHeap = true;
+#endif
+
+// Under a sanitizer, glibc's allocator is never used, so its arenas are set up lazily by the first
+// malloc_trim; two servers in one process trimming at once then race on that set-up and crash.
+// There is nothing of glibc's to give back there, and elsewhere one trim at a time is enough.
+void GiveFreedHeapBackToTheSystem() {
+  if constexpr (kGlibcOwnsTheHeap) {
+    static std::mutex one_trim_at_a_time;
+    std::lock_guard lock(one_trim_at_a_time);
+    malloc_trim(0);
+  }
+}
+
+}  // namespace
+
 void Server::Impl::Sweep() {
   const auto now = Clock::now();
   jobs_.ForgetOldFailures(now);
@@ -296,7 +324,7 @@ void Server::Impl::MaybeGiveBackMemory(Clock::time_point now) {
   if (pool_.cached_bytes() == 0 || now - collectives_.last_activity() < std::chrono::seconds(1)) return;
   if (jobs_.AnyInFlight()) return;
   pool_.Trim();
-  malloc_trim(0);
+  GiveFreedHeapBackToTheSystem();
 }
 
 void Server::Impl::UpdateLevels() {
