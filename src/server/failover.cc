@@ -2,6 +2,7 @@
 #include "server/failover.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -33,6 +34,30 @@ void FailoverCoordinator::Announce(const std::shared_ptr<Job>& job, const std::v
       loop_.Send(p.conn, transport::MakeOutMessage(meta, nullptr, 0));
     }
   }
+}
+
+bool FailoverCoordinator::FailIfARankLeft(const std::shared_ptr<Job>& job) {
+  const JobFailover& fo = job->failover;
+  // Only while reports are being collected: before the first, or once agreed, nothing waits.
+  if (fo.reports.empty() || fo.agreed_through > fo.round_epoch) return false;
+  std::vector<uint32_t> left;
+  for (const auto& [rank, p] : job->participants) {
+    if (p.departed && fo.reports.count(rank) == 0) left.push_back(rank);
+  }
+  if (left.empty()) return false;
+  std::sort(left.begin(), left.end());
+  uint64_t dead = 0;
+  for (const auto& [rank, rep] : fo.reports) dead |= rep.dead_mask;
+  jobs_.Fail(job, {Code::kPeerFailed,
+                   fmt::format("rank(s) {} of job {} had left the job when server(s) {} of its list died; failover "
+                               "needs every rank, so what the other ranks still lack from the dead server(s) cannot "
+                               "be re-run exactly",
+                               fmt::join(left, ", "), job->hex, ListServers(dead))});
+  return true;
+}
+
+void FailoverCoordinator::OnRankLeft(const std::shared_ptr<Job>& job) {
+  if (!job->failed) FailIfARankLeft(job);
 }
 
 Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& r) {
@@ -69,6 +94,7 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
     fo.noticed.clear();
   }
   fo.reports[cs->rank] = r;
+  if (FailIfARankLeft(job)) return Status(Code::kCancelled, "job failed");
   uint64_t all_dead = 0;
   for (const auto& [rank, rep] : fo.reports) all_dead |= rep.dead_mask;
   // Ranks that have not seen every death yet learn of it here, and report again.

@@ -31,12 +31,17 @@ class FailoverCoordinator {
 
   Status OnReport(ConnState* cs, const wire::FailoverReport& report);
   Status OnEpoch(ConnState* cs, const wire::EpochChange& change);
+  // A rank left the job (closed, or died) while no collective of it was open here.
+  void OnRankLeft(const std::shared_ptr<Job>& job);
   // A chunk striped before a failover that striped its collective again: dropped, not an error.
   static bool IsStale(const Job& job, const wire::CollDesc& d);
   void SendHeartbeats(Clock::time_point now);
 
  private:
   void Announce(const std::shared_ptr<Job>& job, const std::vector<uint8_t>& meta);
+  // A failover needs a report from every rank; one that left the job can send none, and what the
+  // others lack cannot be re-run without its input. Fails the job at once, naming the ranks.
+  bool FailIfARankLeft(const std::shared_ptr<Job>& job);
 
   ServerMetrics& metrics_;
   ConnectionLoop& loop_;

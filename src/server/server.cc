@@ -270,6 +270,7 @@ void Server::Impl::OnConnectionLost(ConnState* cs, const Status& why) {
   cs->dead = true;
   if (job->colls.empty()) {
     Log().info("rank {} left job {}", cs->rank, job->hex);
+    failover_.OnRankLeft(job);
     jobs_.RetireIfIdle(job);
     return;
   }

@@ -4,13 +4,8 @@
 // complete, so the survivors re-run the chunk from the ranks' inputs and every rank gets the
 // exact sum. The dying server is scripted on a raw socket, so that it always dies mid-result.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -19,6 +14,7 @@
 #include "harness.h"
 #include "optcast/communicator.h"
 #include "raw_client.h"
+#include "scripted_server.h"
 
 namespace optcast::e2e {
 namespace {
@@ -27,28 +23,10 @@ namespace {
 // its payload, then closes its side (FIN) and answers nothing more.
 class HalfResultServer {
  public:
-  ~HalfResultServer() {
-    if (thread_.joinable()) thread_.join();
-    for (int fd : conns_) ::close(fd);
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-  }
+  ~HalfResultServer() { Join(); }
 
-  bool Listen() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) return false;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listen_fd_, 16) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      return false;
-    }
-    port_ = ntohs(a.sin_port);
-    return true;
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
+  bool Listen() { return server_.Listen(); }
+  std::string address() const { return server_.address(); }
   void Start(int nranks) {
     thread_ = std::thread([this, nranks] { ok_ = Run(nranks); });
   }
@@ -60,60 +38,29 @@ class HalfResultServer {
   uint32_t cut_elems() const { return cut_elems_; }
 
  private:
-  bool Fail(const std::string& why) {
-    what_ = why;
-    return false;
-  }
-
   bool Run(int nranks) {
-    for (int r = 0; r < nranks; ++r) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 10000) != 1) return Fail("no rank connected within 10 s");
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return Fail("accept failed");
-      timeval tv{5, 0};
-      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-      conns_.push_back(fd);
+    if (!server_.AcceptAndWelcome(nranks, &what_)) return false;
+    const std::vector<int>& conns = server_.conns();
+    std::vector<ScriptedChunk> first(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) {
+      if (!server_.ReadChunk(conns[i], &first[i], &what_)) return false;
     }
-    for (int fd : conns_) {
-      const RawReply hello = ReadReply(fd);
-      if (hello.kind != RawReply::kFrame || hello.msg.type != wire::MsgType::kHello) return Fail("no hello");
-      if (!SendRaw(fd, Frame(wire::EncodeWelcome({1u << 20, 30000}), 0))) return Fail("welcome not sent");
-    }
-    std::vector<wire::ChunkDone> first(conns_.size());
-    for (size_t i = 0; i < conns_.size(); ++i) {
-      for (;;) {
-        const RawReply m = ReadReply(conns_[i]);
-        if (m.kind != RawReply::kFrame) return Fail("a rank's connection ended before its first chunk");
-        std::vector<uint8_t> payload(m.payload_len);
-        size_t got = 0;
-        while (got < payload.size()) {
-          const ssize_t n = ::recv(conns_[i], payload.data() + got, payload.size() - got, 0);
-          if (n <= 0) return Fail("a chunk's payload was cut short");
-          got += static_cast<size_t>(n);
-        }
-        if (m.msg.type == wire::MsgType::kChunk) {
-          first[i] = {m.msg.chunk.desc.coll_seq, m.msg.chunk.ref};
-          break;
-        }
-      }
-    }
-    for (size_t i = 0; i < conns_.size(); ++i) {
+    for (size_t i = 0; i < conns.size(); ++i) {
       const uint64_t bytes = uint64_t{first[i].ref.count} * sizeof(float);
       cut_elems_ = first[i].ref.count / 2;
       // Half of a result whose every element is wrong: whatever lands of it must not count.
       std::vector<uint8_t> half(cut_elems_ * sizeof(float), 0xff);
-      if (!SendRaw(conns_[i], Concat(Frame(wire::EncodeResult(first[i]), bytes), half))) {
-        return Fail("half a result not sent");
+      const wire::ChunkDone done{first[i].desc.coll_seq, first[i].ref};
+      if (!SendRaw(conns[i], Concat(Frame(wire::EncodeResult(done), bytes), half))) {
+        what_ = "half a result not sent";
+        return false;
       }
     }
-    for (int fd : conns_) ::shutdown(fd, SHUT_WR);
+    for (int fd : conns) ::shutdown(fd, SHUT_WR);
     return true;
   }
 
-  int listen_fd_ = -1;
-  uint16_t port_ = 0;
-  std::vector<int> conns_;
+  ScriptedServer server_;
   std::thread thread_;
   std::atomic<bool> ok_{false};
   std::string what_;

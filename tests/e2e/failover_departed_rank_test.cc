@@ -1,0 +1,132 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+// A rank that completed the job's last collective and left it cannot take part in a failover. When
+// a server then dies holding another rank's result, nothing can re-run it without the input of the
+// rank that left: the rank still waiting fails at once, naming the rank that left, instead of
+// waiting out its timeout for a report that cannot come. The dying server is scripted on a raw
+// socket: it answers rank 0 in full and rank 1 never, and dies once rank 0 has gone.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "optcast/communicator.h"
+#include "raw_client.h"
+#include "scripted_server.h"
+
+namespace optcast::e2e {
+namespace {
+
+// Sums its share of one float32 allreduce from every rank, answers rank 0 only, and closes every
+// connection once rank 0 has closed its own.
+class AnswersRankZeroOnlyServer {
+ public:
+  ~AnswersRankZeroOnlyServer() { Join(); }
+
+  bool Listen() { return server_.Listen(); }
+  std::string address() const { return server_.address(); }
+  void Start(int nranks) {
+    thread_ = std::thread([this, nranks] { ok_ = Run(nranks); });
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool ok() const { return ok_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  bool Run(int nranks) {
+    if (!server_.AcceptAndWelcome(nranks, &what_)) return false;
+    const std::vector<int>& conns = server_.conns();
+    // Every rank's chunks of the collective's share here, summed by offset.
+    std::map<uint64_t, ScriptedChunk> sums;
+    for (int r = 0; r < nranks; ++r) {
+      uint64_t got = 0, want = 1;
+      while (got < want) {
+        ScriptedChunk c;
+        if (!server_.ReadChunk(conns[r], &c, &what_)) return false;
+        want = c.desc.server_elems;
+        got += c.ref.count;
+        auto [it, fresh] = sums.emplace(c.ref.offset, c);
+        if (fresh) continue;
+        auto* sum = reinterpret_cast<float*>(it->second.payload.data());
+        const auto* in = reinterpret_cast<const float*>(c.payload.data());
+        for (uint32_t i = 0; i < c.ref.count; ++i) sum[i] += in[i];
+      }
+    }
+    for (const auto& [offset, c] : sums) {
+      const wire::ChunkDone done{c.desc.coll_seq, c.ref};
+      if (!SendRaw(conns[0], Concat(Frame(wire::EncodeResult(done), c.payload.size()), c.payload))) {
+        what_ = "a result to rank 0 not sent";
+        return false;
+      }
+    }
+    if (!server_.WaitForClose(conns[0], 10000)) {
+      what_ = "rank 0 did not leave within 10 s";
+      return false;
+    }
+    server_.CloseAll();
+    return true;
+  }
+
+  ScriptedServer server_;
+  std::thread thread_;
+  std::atomic<bool> ok_{false};
+  std::string what_;
+};
+
+TEST(E2eFailoverDepartedRank, AServerDyingAfterARankLeftFailsTheRanksStillWaitingAtOnceNamingIt) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  constexpr int kRanks = 2;
+  ServerFarm farm;
+  ASSERT_TRUE(farm.Start(2).ok());
+  AnswersRankZeroOnlyServer dying;
+  ASSERT_TRUE(dying.Listen());
+  dying.Start(kRanks);
+  std::vector<std::string> servers = {dying.address()};
+  for (const std::string& a : farm.addresses()) servers.push_back(a);
+  const JobId job = JobId::Random();
+  constexpr size_t kCount = 3 * 16384;
+  std::vector<Status> st(kRanks);
+  std::vector<std::vector<float>> sums(kRanks, std::vector<float>(kCount));
+  std::chrono::milliseconds rank1_took{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      CommConfig c;
+      c.timeout = milliseconds(20000);
+      c.heartbeat = milliseconds(20000);  // the scripted server sends none: only its closing counts
+      std::unique_ptr<Communicator> comm;
+      st[r] = MakeComm(servers, job, kRanks, r, c, &comm);
+      if (!st[r].ok()) return;
+      std::vector<float> in(kCount);
+      for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
+      const auto start = std::chrono::steady_clock::now();
+      st[r] = comm->AllReduce(in.data(), sums[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
+      if (r == 1) {
+        rank1_took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+      }
+      // Rank 0 leaves the job here, its last collective done.
+    });
+  }
+  for (auto& t : ranks) t.join();
+  dying.Join();
+  ASSERT_TRUE(dying.ok()) << dying.what();
+  ASSERT_TRUE(st[0].ok()) << st[0].ToString();
+  size_t wrong = 0;
+  for (size_t i = 0; i < kCount; ++i) wrong += sums[0][i] != static_cast<float>(3 * static_cast<int>(i % 1000));
+  EXPECT_EQ(wrong, 0u) << "rank 0's result differs from the sum of the inputs";
+  ASSERT_FALSE(st[1].ok()) << "rank 1 cannot have its result: the rank that left took its input along";
+  EXPECT_NE(st[1].message().find("rank(s) 0"), std::string::npos) << st[1].ToString();
+  EXPECT_NE(st[1].message().find("had left the job"), std::string::npos) << st[1].ToString();
+  EXPECT_NE(st[1].message().find("cannot be re-run exactly"), std::string::npos) << st[1].ToString();
+  EXPECT_LT(rank1_took.count(), 8000) << "rank 1 waited for a report that cannot come: " << st[1].ToString();
+}
+
+}  // namespace
+}  // namespace optcast::e2e

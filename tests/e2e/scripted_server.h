@@ -1,0 +1,48 @@
+// Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// A server scripted on raw loopback sockets, for faults a real server cannot be made to show at
+// a chosen moment (a result cut short, a result sent to some ranks only). It speaks just enough of
+// the protocol: hello and welcome, reading chunks, sending frames.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wire/protocol.h"
+
+namespace optcast::e2e {
+
+struct ScriptedChunk {
+  wire::CollDesc desc;
+  wire::ChunkRef ref;
+  std::vector<uint8_t> payload;
+};
+
+class ScriptedServer {
+ public:
+  ScriptedServer() = default;
+  ScriptedServer(const ScriptedServer&) = delete;
+  ScriptedServer& operator=(const ScriptedServer&) = delete;
+  ~ScriptedServer();
+
+  // Listens on an ephemeral loopback port.
+  bool Listen();
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Accepts `nranks` connections and welcomes each one's hello; conns()[r] is rank r's.
+  bool AcceptAndWelcome(int nranks, std::string* why);
+  const std::vector<int>& conns() const { return conns_by_rank_; }
+  // The next chunk on `fd` with its payload, skipping other messages.
+  bool ReadChunk(int fd, ScriptedChunk* chunk, std::string* why);
+  // Waits until the peer closes `fd` (EOF or reset) or `timeout_ms` passes.
+  bool WaitForClose(int fd, int timeout_ms);
+  void CloseAll();
+
+ private:
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::vector<int> conns_by_rank_;
+};
+
+}  // namespace optcast::e2e
