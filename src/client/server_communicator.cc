@@ -42,7 +42,8 @@ struct Piece {
   uint64_t coll_seq = 0;    // the request's own, or a re-run's (wire::RecoverySeq)
   uint32_t link = 0;        // the server that answers it
   bool awaiting = false;    // a result or an ack is due from `link` for `coll_seq`
-  bool have = false;        // its result is in the receive buffer, or its ack came
+  bool due = false;         // counted in the request's outstanding and pending_link[link]
+  bool have = false;        // its result is in the receive buffer, or its ack came (a re-run keeps it)
   bool input_lost = false;  // in place, a result cut short by a dead server overwrote its input
 };
 
@@ -304,6 +305,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
                                            link->address, ref.offset, ref.count, req->seq));
         }
         req->pieces[i].awaiting = false;
+        req->pieces[i].due = false;
         req->pieces[i].have = true;
       }
       ReturnCredit(link, ref.count * req->esize);
@@ -384,6 +386,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     if (link->rx_piece != SIZE_MAX) {
       const Piece& p = req->pieces[link->rx_piece];
       req->pieces[link->rx_piece].have = true;
+      req->pieces[link->rx_piece].due = false;
       // The copy a completed allreduce keeps (Retain) is taken chunk by chunk, while each is hot.
       if (!req->copy.empty() && !req->retained) {
         uint8_t* const kept = req->copy.data() + p.ref.offset * req->esize;
@@ -501,7 +504,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // chunks of every other rank's segment, which it receives.
   void AddPieces(Request* req, const std::vector<wire::ChunkRef>& sends, uint32_t link) {
     if (req->desc.coll != CollType::kAllGather) {
-      for (const wire::ChunkRef& ref : sends) req->pieces.push_back(Piece{ref, req->seq, link, true});
+      for (const wire::ChunkRef& ref : sends) req->pieces.push_back(Piece{ref, req->seq, link, true, true});
       return;
     }
     const uint64_t count = req->desc.count;
@@ -510,7 +513,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       for (wire::ChunkRef ref : sends) {
         ref.offset = ref.offset - me * count + seg * count;
         ref.segment = seg;
-        req->pieces.push_back(Piece{ref, req->seq, link, true});
+        req->pieces.push_back(Piece{ref, req->seq, link, true, true});
       }
     }
   }
@@ -960,7 +963,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     for (const auto& [seq, req] : active_) {
       if (seq != req->seq || !req->planned) continue;
       for (const Piece& p : req->pieces) {
-        if (!p.have && servers_[p.link].failed) {
+        if (p.due && servers_[p.link].failed) {
           r.needing.push_back(seq);
           break;
         }
@@ -1113,13 +1116,16 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
         k = 0;
       }
       const size_t j = static_cast<size_t>((k++ + req->seq) % alive.size());
-      if (!p.have) {  // still counted as due from the dead server
+      // Still counted as due from the dead server. Not `!p.have`: a piece this rank had from the
+      // first server, whose re-run then died too, has its result but waits for an answer.
+      if (p.due) {
         --req->pending_link[p.link];
         --req->outstanding;
       }
       p.link = alive[j];
       p.coll_seq = rseq;
       p.awaiting = true;
+      p.due = true;
       ++req->pending_link[p.link];
       ++req->outstanding;
       per[j].desc.server_elems += p.ref.count;

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -24,70 +23,27 @@ namespace {
 
 // Sums its share of one float32 allreduce from every rank, answers rank 0 only, and closes every
 // connection once rank 0 has closed its own.
-class AnswersRankZeroOnlyServer {
- public:
-  ~AnswersRankZeroOnlyServer() { Join(); }
-
-  bool Listen() { return server_.Listen(); }
-  std::string address() const { return server_.address(); }
-  void Start(int nranks) {
-    thread_ = std::thread([this, nranks] { ok_ = Run(nranks); });
+bool AnswerRankZeroOnlyThenDieWhenItLeaves(ScriptedServer& server, int nranks, std::string* why) {
+  if (!server.AcceptAndWelcome(nranks, why)) return false;
+  std::map<uint64_t, ScriptedChunk> sums;
+  if (!server.ReadAndSumShare(&sums, why) || !server.SendResults(0, sums, why)) return false;
+  if (!server.WaitForClose(server.conns()[0], 10000)) {
+    *why = "rank 0 did not leave within 10 s";
+    return false;
   }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-  }
-  bool ok() const { return ok_; }
-  const std::string& what() const { return what_; }
-
- private:
-  bool Run(int nranks) {
-    if (!server_.AcceptAndWelcome(nranks, &what_)) return false;
-    const std::vector<int>& conns = server_.conns();
-    // Every rank's chunks of the collective's share here, summed by offset.
-    std::map<uint64_t, ScriptedChunk> sums;
-    for (int r = 0; r < nranks; ++r) {
-      uint64_t got = 0, want = 1;
-      while (got < want) {
-        ScriptedChunk c;
-        if (!server_.ReadChunk(conns[r], &c, &what_)) return false;
-        want = c.desc.server_elems;
-        got += c.ref.count;
-        auto [it, fresh] = sums.emplace(c.ref.offset, c);
-        if (fresh) continue;
-        auto* sum = reinterpret_cast<float*>(it->second.payload.data());
-        const auto* in = reinterpret_cast<const float*>(c.payload.data());
-        for (uint32_t i = 0; i < c.ref.count; ++i) sum[i] += in[i];
-      }
-    }
-    for (const auto& [offset, c] : sums) {
-      const wire::ChunkDone done{c.desc.coll_seq, c.ref};
-      if (!SendRaw(conns[0], Concat(Frame(wire::EncodeResult(done), c.payload.size()), c.payload))) {
-        what_ = "a result to rank 0 not sent";
-        return false;
-      }
-    }
-    if (!server_.WaitForClose(conns[0], 10000)) {
-      what_ = "rank 0 did not leave within 10 s";
-      return false;
-    }
-    server_.CloseAll();
-    return true;
-  }
-
-  ScriptedServer server_;
-  std::thread thread_;
-  std::atomic<bool> ok_{false};
-  std::string what_;
-};
+  server.CloseAll();
+  return true;
+}
 
 TEST(E2eFailoverDepartedRank, AServerDyingAfterARankLeftFailsTheRanksStillWaitingAtOnceNamingIt) {
   if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   constexpr int kRanks = 2;
   ServerFarm farm;
   ASSERT_TRUE(farm.Start(2).ok());
-  AnswersRankZeroOnlyServer dying;
+  ScriptedServer dying;
   ASSERT_TRUE(dying.Listen());
-  dying.Start(kRanks);
+  dying.Start(
+      [](ScriptedServer& s, std::string* why) { return AnswerRankZeroOnlyThenDieWhenItLeaves(s, kRanks, why); });
   std::vector<std::string> servers = {dying.address()};
   for (const std::string& a : farm.addresses()) servers.push_back(a);
   const JobId job = JobId::Random();
@@ -115,8 +71,7 @@ TEST(E2eFailoverDepartedRank, AServerDyingAfterARankLeftFailsTheRanksStillWaitin
     });
   }
   for (auto& t : ranks) t.join();
-  dying.Join();
-  ASSERT_TRUE(dying.ok()) << dying.what();
+  ASSERT_TRUE(dying.Join()) << dying.what();
   ASSERT_TRUE(st[0].ok()) << st[0].ToString();
   size_t wrong = 0;
   for (size_t i = 0; i < kCount; ++i) wrong += sums[0][i] != static_cast<float>(3 * static_cast<int>(i % 1000));

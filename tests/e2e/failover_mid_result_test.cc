@@ -20,61 +20,41 @@ namespace optcast::e2e {
 namespace {
 
 // Welcomes every rank, takes each rank's first chunk, sends each the result's header and half of
-// its payload, then closes its side (FIN) and answers nothing more.
-class HalfResultServer {
- public:
-  ~HalfResultServer() { Join(); }
-
-  bool Listen() { return server_.Listen(); }
-  std::string address() const { return server_.address(); }
-  void Start(int nranks) {
-    thread_ = std::thread([this, nranks] { ok_ = Run(nranks); });
-  }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-  }
-  bool ok() const { return ok_; }
-  const std::string& what() const { return what_; }
-  uint32_t cut_elems() const { return cut_elems_; }
-
- private:
-  bool Run(int nranks) {
-    if (!server_.AcceptAndWelcome(nranks, &what_)) return false;
-    const std::vector<int>& conns = server_.conns();
+// its payload, then closes its side (FIN) and answers nothing more. `cut_elems`: how much of the
+// result it sent.
+ScriptedServer::Script HalfResult(int nranks, std::atomic<uint32_t>* cut_elems) {
+  return [nranks, cut_elems](ScriptedServer& server, std::string* why) {
+    if (!server.AcceptAndWelcome(nranks, why)) return false;
+    const std::vector<int>& conns = server.conns();
     std::vector<ScriptedChunk> first(conns.size());
     for (size_t i = 0; i < conns.size(); ++i) {
-      if (!server_.ReadChunk(conns[i], &first[i], &what_)) return false;
+      if (!server.ReadChunk(conns[i], &first[i], why)) return false;
     }
     for (size_t i = 0; i < conns.size(); ++i) {
       const uint64_t bytes = uint64_t{first[i].ref.count} * sizeof(float);
-      cut_elems_ = first[i].ref.count / 2;
+      *cut_elems = first[i].ref.count / 2;
       // Half of a result whose every element is wrong: whatever lands of it must not count.
-      std::vector<uint8_t> half(cut_elems_ * sizeof(float), 0xff);
+      std::vector<uint8_t> half(*cut_elems * sizeof(float), 0xff);
       const wire::ChunkDone done{first[i].desc.coll_seq, first[i].ref};
       if (!SendRaw(conns[i], Concat(Frame(wire::EncodeResult(done), bytes), half))) {
-        what_ = "half a result not sent";
+        *why = "half a result not sent";
         return false;
       }
     }
     for (int fd : conns) ::shutdown(fd, SHUT_WR);
     return true;
-  }
-
-  ScriptedServer server_;
-  std::thread thread_;
-  std::atomic<bool> ok_{false};
-  std::string what_;
-  uint32_t cut_elems_ = 0;
-};
+  };
+}
 
 TEST(E2eFailoverMidResult, AServerDyingHalfwayThroughAnInPlaceResultLeavesEveryRankTheExactSum) {
   if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   constexpr int kRanks = 2;
   ServerFarm farm;
   ASSERT_TRUE(farm.Start(2).ok());
-  HalfResultServer dying;
+  ScriptedServer dying;
   ASSERT_TRUE(dying.Listen());
-  dying.Start(kRanks);
+  std::atomic<uint32_t> cut_elems{0};
+  dying.Start(HalfResult(kRanks, &cut_elems));
   // The scripted server first: it takes a share of every collective.
   std::vector<std::string> servers = {dying.address()};
   for (const std::string& a : farm.addresses()) servers.push_back(a);
@@ -103,9 +83,8 @@ TEST(E2eFailoverMidResult, AServerDyingHalfwayThroughAnInPlaceResultLeavesEveryR
     });
   }
   for (auto& t : ranks) t.join();
-  dying.Join();
-  ASSERT_TRUE(dying.ok()) << dying.what();
-  ASSERT_GT(dying.cut_elems(), 0u);
+  ASSERT_TRUE(dying.Join()) << dying.what();
+  ASSERT_GT(cut_elems.load(), 0u);
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
     EXPECT_EQ(servers_left[r], 2u) << "rank " << r;

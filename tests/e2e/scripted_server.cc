@@ -13,6 +13,7 @@
 namespace optcast::e2e {
 
 ScriptedServer::~ScriptedServer() {
+  Join();
   CloseAll();
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
@@ -30,6 +31,15 @@ bool ScriptedServer::Listen() {
   }
   port_ = ntohs(a.sin_port);
   return true;
+}
+
+void ScriptedServer::Start(Script script) {
+  thread_ = std::thread([this, script = std::move(script)] { ok_ = script(*this, &what_); });
+}
+
+bool ScriptedServer::Join() {
+  if (thread_.joinable()) thread_.join();
+  return ok_;
 }
 
 bool ScriptedServer::AcceptAndWelcome(int nranks, std::string* why) {
@@ -94,6 +104,39 @@ bool ScriptedServer::ReadChunk(int fd, ScriptedChunk* chunk, std::string* why) {
       return true;
     }
   }
+}
+
+bool ScriptedServer::ReadAndSumShare(std::map<uint64_t, ScriptedChunk>* sums, std::string* why) {
+  for (int fd : conns_by_rank_) {
+    uint64_t got = 0, want = 1;
+    while (got < want) {
+      ScriptedChunk c;
+      if (!ReadChunk(fd, &c, why)) return false;
+      if (c.desc.dtype != DataType::kFloat32 || c.desc.coll != CollType::kAllReduce) {
+        *why = "the scripted server sums float32 allreduces only";
+        return false;
+      }
+      want = c.desc.server_elems;
+      got += c.ref.count;
+      auto [it, fresh] = sums->emplace(c.ref.offset, c);
+      if (fresh) continue;
+      auto* sum = reinterpret_cast<float*>(it->second.payload.data());
+      const auto* in = reinterpret_cast<const float*>(c.payload.data());
+      for (uint32_t i = 0; i < c.ref.count; ++i) sum[i] += in[i];
+    }
+  }
+  return true;
+}
+
+bool ScriptedServer::SendResults(int rank, const std::map<uint64_t, ScriptedChunk>& sums, std::string* why) {
+  for (const auto& [offset, c] : sums) {
+    const wire::ChunkDone done{c.desc.coll_seq, c.ref};
+    if (!SendRaw(conns_by_rank_[rank], Concat(Frame(wire::EncodeResult(done), c.payload.size()), c.payload))) {
+      *why = "a result not sent";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool ScriptedServer::WaitForClose(int fd, int timeout_ms) {
