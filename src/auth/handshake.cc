@@ -29,6 +29,7 @@ Status JoinHandshake::OnMessage(const wire::Message& msg, std::vector<uint8_t>* 
     case wire::MsgType::kWelcome:
       welcomed_ = true;
       max_payload_ = msg.welcome.max_payload;
+      in_tree_ = (msg.welcome.flags & wire::kWelcomeInTree) != 0;
       return Status::Ok();
     case wire::MsgType::kError: return Status(msg.error.code, peer_ + " refused " + member_ + ": " + msg.error.text);
     default:

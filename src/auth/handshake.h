@@ -36,6 +36,8 @@ class JoinHandshake {
   bool welcomed() const { return welcomed_; }
   // The largest payload the server takes in one message (from its welcome).
   uint64_t max_payload() const { return max_payload_; }
+  // The server is part of an aggregation tree (wire::kWelcomeInTree).
+  bool in_tree() const { return in_tree_; }
 
  private:
   wire::Hello hello_;
@@ -46,6 +48,7 @@ class JoinHandshake {
   bool challenged_ = false;
   bool welcomed_ = false;
   uint64_t max_payload_ = 0;
+  bool in_tree_ = false;
 };
 
 }  // namespace optcast::auth

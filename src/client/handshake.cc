@@ -85,6 +85,7 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   }
   out->address = ep.ToString();
   out->max_payload = join.max_payload();
+  out->in_tree = join.in_tree();
   out->conn = std::move(conn);
   return Status::Ok();
 }

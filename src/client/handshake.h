@@ -21,6 +21,7 @@ namespace optcast::client {
 struct JoinedServer {
   std::string address;  // the endpoint as dialed, for messages
   uint64_t max_payload = 0;
+  bool in_tree = false;  // the server is part of an aggregation tree
   std::unique_ptr<transport::Connection> conn;
 };
 

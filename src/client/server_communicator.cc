@@ -145,6 +145,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(opts_.servers.size())));
       link.address = std::move(joined.address);
       link.max_payload = joined.max_payload;
+      in_tree_ = in_tree_ || joined.in_tree;
       link.conn = std::move(joined.conn);
       servers_.push_back(std::move(link));
     }
@@ -479,7 +480,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const int used = ServersToUse(dtype, count, nservers);
     // Small collectives use fewer servers; rotating the first one spreads them over all.
     const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
-    const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks : kStreamChunks;
+    const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks
+                                : in_tree_                             ? kTreeStreamChunks
+                                                                       : kStreamChunks;
     const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
     req->desc.epoch = epoch_;
     for (int j = 0; j < used; ++j) {
@@ -1235,6 +1238,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   std::vector<ServerLink> servers_;
   std::unordered_map<RegisteredMemory*, std::unique_ptr<RegisteredMemory>> registered_;
   uint64_t min_max_payload_ = 0;
+  // A server welcomed this rank into an aggregation tree: every server of a tree job says so,
+  // so every rank cuts its stripes alike.
+  bool in_tree_ = false;
   std::unordered_map<uint64_t, Request*> active_;
   uint64_t next_seq_ = 1;
   Status broken_;

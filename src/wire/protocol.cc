@@ -129,6 +129,7 @@ std::vector<uint8_t> EncodeWelcome(const Welcome& m) {
   Writer w(MsgType::kWelcome);
   w.U64(m.max_payload);
   w.U32(m.job_timeout_ms);
+  w.U32(m.flags);
   return w.Take();
 }
 
@@ -260,7 +261,8 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
       return Status::Ok();
     }
     case MsgType::kWelcome: {
-      if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) || r.remaining() != 0) {
+      if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) ||
+          !r.U32(&out->welcome.flags) || r.remaining() != 0) {
         return Truncated("welcome");
       }
       return Status::Ok();

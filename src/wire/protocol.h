@@ -6,7 +6,7 @@
 //
 //   common prefix : version u16, type u16
 //   Hello    (c->s): job_id[16] nranks u32 rank u32 flags u32
-//   Welcome  (s->c): max_payload u64 job_timeout_ms u32
+//   Welcome  (s->c): max_payload u64 job_timeout_ms u32 flags u32 (kWelcomeInTree)
 //   Error    (both): code u32 coll_seq u64 text_len u32 text[text_len]
 //   Chunk    (c->s): CollDesc segment u32 offset u64 count u32      + payload (count elements)
 //   Result   (s->c): coll_seq u64 segment u32 offset u64 count u32  + payload
@@ -37,7 +37,7 @@
 
 namespace optcast::wire {
 
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr uint16_t kDefaultPort = 8918;
 
 enum class MsgType : uint16_t {
@@ -77,9 +77,14 @@ struct Hello {
   uint32_t flags = 0;
 };
 
+// Welcome flags. The server is part of an aggregation tree (it has a parent, or children): a
+// chunk crosses two or more servers there, so the client cuts its stripes finer (client/plan.h).
+inline constexpr uint32_t kWelcomeInTree = 1u << 0;
+
 struct Welcome {
   uint64_t max_payload = 0;
   uint32_t job_timeout_ms = 0;
+  uint32_t flags = 0;
 };
 
 struct ErrorMsg {

@@ -182,6 +182,22 @@ TEST(PlanChunkElems, AutomaticChoiceBetweenMinAndMaxChunkBytes) {
   }
 }
 
+TEST(PlanChunkElems, TreePolicyCutsA128thOfTheStripeBetween16And32KiB) {
+  const uint64_t big_payload = 64u << 20;
+  const auto f32 = DataType::kFloat32;
+  auto chunk_bytes = [&](uint64_t message_bytes, int stripes) {
+    return ChooseChunkElems(f32, message_bytes / 4, stripes, 0, big_payload, kTreeStreamChunks) * 4;
+  };
+  EXPECT_EQ(chunk_bytes(uint64_t{64} << 20, 32), 16u << 10) << "1024 workers, 32 trees: 2 MiB stripes in 128";
+  EXPECT_EQ(chunk_bytes(uint64_t{12} << 20, 4), 24u << 10) << "3 MiB stripes";
+  EXPECT_EQ(chunk_bytes(uint64_t{16} << 20, 4), 32u << 10) << "4 MiB stripes";
+  EXPECT_EQ(chunk_bytes(uint64_t{64} << 20, 2), 32u << 10) << "32 MiB stripes: capped at half the flat cap";
+  EXPECT_EQ(chunk_bytes(uint64_t{1} << 20, 2), 16u << 10) << "the floor";
+  EXPECT_EQ(chunk_bytes(4096, 2), 16u << 10) << "a small message is one chunk of the floor";
+  // Flat servers cut the same 2 MiB stripes into 64 KiB.
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{64} << 20) / 4, 32, 0, big_payload) * 4, kMaxChunkBytes);
+}
+
 TEST(PlanChunkElems, FabricPolicyCutsAQuarterOfTheShardBetween256KiBAnd1MiB) {
   const uint64_t big_payload = 64u << 20;
   const auto f32 = DataType::kFloat32;

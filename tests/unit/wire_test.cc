@@ -16,7 +16,7 @@ namespace {
 // Sizes fixed by the layout comment in wire/protocol.h.
 constexpr size_t kPrefixBytes = 4;
 constexpr size_t kHelloBytes = kPrefixBytes + 16 + 4 + 4 + 4;
-constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4;
+constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4 + 4;
 constexpr size_t kCollDescBytes = 8 + 1 + 1 + 1 + 1 + 8 + 8 + 4;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
 constexpr size_t kChunkBytes = kPrefixBytes + kCollDescBytes + kChunkRefBytes;
@@ -66,7 +66,7 @@ std::vector<std::vector<uint8_t>> AllValidMessages() {
   ErrorMsg e{Code::kMismatch, 9, "boom"};
   ChunkDone d{5, {1, 2, 3}};
   return {EncodeHello(h),
-          EncodeWelcome({1u << 20, 30000}),
+          EncodeWelcome({1u << 20, 30000, kWelcomeInTree}),
           EncodeError(e),
           EncodeChunk(SampleChunk()),
           EncodeResult(d),
@@ -103,14 +103,17 @@ TEST(WireRoundTrip, Hello) {
 }
 
 TEST(WireRoundTrip, Welcome) {
-  Welcome in{0x0123456789abcdefull, 0xfffffffeu};
-  const auto bytes = EncodeWelcome(in);
-  EXPECT_EQ(bytes.size(), kWelcomeBytes);
-  Message out;
-  ASSERT_TRUE(DecodeBytes(bytes, &out).ok());
-  EXPECT_EQ(out.type, MsgType::kWelcome);
-  EXPECT_EQ(out.welcome.max_payload, in.max_payload);
-  EXPECT_EQ(out.welcome.job_timeout_ms, in.job_timeout_ms);
+  for (uint32_t flags : {0u, kWelcomeInTree, 0xffffffffu}) {
+    Welcome in{0x0123456789abcdefull, 0xfffffffeu, flags};
+    const auto bytes = EncodeWelcome(in);
+    EXPECT_EQ(bytes.size(), kWelcomeBytes);
+    Message out;
+    ASSERT_TRUE(DecodeBytes(bytes, &out).ok());
+    EXPECT_EQ(out.type, MsgType::kWelcome);
+    EXPECT_EQ(out.welcome.max_payload, in.max_payload);
+    EXPECT_EQ(out.welcome.job_timeout_ms, in.job_timeout_ms);
+    EXPECT_EQ(out.welcome.flags, in.flags);
+  }
 }
 
 TEST(WireRoundTrip, ErrorEveryCode) {
