@@ -99,9 +99,9 @@ RawReply ReadReply(int fd) {
     r.detail = "undecodable meta: " + st.ToString();
     return r;
   }
-  // The documented layout: version 2, then the type.
-  if (meta[0] != 2 || meta[1] != 0) {
-    r.detail = "frame not of protocol version 2";
+  // The documented layout: version 3, then the type.
+  if (meta[0] != 3 || meta[1] != 0) {
+    r.detail = "frame not of protocol version 3";
     return r;
   }
   r.kind = RawReply::kFrame;

@@ -312,13 +312,15 @@ TEST(Tree, DeterministicAcrossRuns) {
 // The servers of a tree say so in their welcome, and every rank, the root's own included, cuts a
 // tree's stripes finer than flat servers would (client/plan.h): a 4 MiB stripe in 128 chunks of
 // 32 KiB, not 64 of 64 KiB. The root, which mixes its own rank with the leaves' partials, only
-// completes if every rank cut alike.
+// completes if every rank cut alike; its own rank (6) joins first, before any leaf, so the root
+// says it is a tree because it was started as one (as --topology starts it).
 TEST(Tree, RanksCutATreesStripesFinerWithTheClientsDefaults) {
   const TreeShape shape = Depth2();
   TreeFarm farm;
   ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
   constexpr size_t kCount = 1 << 20;  // 4 MiB of float32: one stripe per rank
-  ExpectAllOk(RunAllTypes(farm, shape, kCount, e2e::CommConfig{}, 800, {DataType::kFloat32}, {RedOp::kSum}));
+  ExpectAllOk(RunAllTypes(farm, shape, kCount, e2e::CommConfig{}, 800, {DataType::kFloat32}, {RedOp::kSum},
+                          /*stagger=*/milliseconds(30)));
   for (int node = 0; node < static_cast<int>(shape.parent.size()); ++node) {
     EXPECT_EQ(farm.server(node).stats().chunks_reduced, 128u) << "server " << node;
   }
