@@ -261,8 +261,8 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
       return Status::Ok();
     }
     case MsgType::kWelcome: {
-      if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) ||
-          !r.U32(&out->welcome.flags) || r.remaining() != 0) {
+      if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) || !r.U32(&out->welcome.flags) ||
+          r.remaining() != 0) {
         return Truncated("welcome");
       }
       return Status::Ok();
