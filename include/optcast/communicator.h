@@ -80,6 +80,11 @@ struct CommunicatorOptions {
   // A server that sends nothing for this long while this rank waits on it counts as dead (it
   // sends a heartbeat every 250 ms while it holds work of the job). Only with failover on.
   std::chrono::milliseconds heartbeat{3000};
+  // The TCP congestion control of the connections to the servers (tcp transport): "" CUBIC where
+  // the host offers it (the servers' many-to-one rounds run better under it than under BBR;
+  // docs/benchmarks.md), "system" the host's default, or a name the host allows
+  // (OPTCAST_TCP_CONGESTION).
+  std::string tcp_congestion;
 };
 
 // What failover did so far.
@@ -89,7 +94,7 @@ struct FailoverStats {
 };
 
 // Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
-// OPTCAST_TRANSPORT, OPTCAST_FAILOVER (0 or 1), OPTCAST_HEARTBEAT_MS,
+// OPTCAST_TRANSPORT, OPTCAST_FAILOVER (0 or 1), OPTCAST_HEARTBEAT_MS, OPTCAST_TCP_CONGESTION,
 // and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 

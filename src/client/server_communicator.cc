@@ -24,6 +24,7 @@
 #include "optcast/communicator.h"
 #include "transport/dialer.h"
 #include "transport/kind.h"
+#include "transport/posix/congestion.h"
 #include "wire/protocol.h"
 
 namespace optcast {
@@ -137,7 +138,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   Status Connect() {
     const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
-    OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_));
+    OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_, "", opts_.tcp_congestion));
     for (const std::string& addr : opts_.servers) {
       JoinedServer joined;
       OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));
@@ -1337,6 +1338,11 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_HEARTBEAT_MS", o->heartbeat.count(), &v));
   if (v <= 0) return InvalidArgument("OPTCAST_HEARTBEAT_MS must be positive");
   o->heartbeat = std::chrono::milliseconds(v);
+  if (auto cc = GetEnv("OPTCAST_TCP_CONGESTION")) {
+    Status st = transport::posix::CheckCongestionControl(*cc);
+    if (!st.ok()) return InvalidArgument("OPTCAST_TCP_CONGESTION: " + st.message());
+    o->tcp_congestion = *cc;
+  }
   std::string secret;
   OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));
   if (!secret.empty()) o->secret = std::move(secret);

@@ -22,6 +22,7 @@
 #include "observe/trace.h"
 #include "server/server.h"
 #include "transport/ofi/provider.h"
+#include "transport/posix/congestion.h"
 
 namespace optcast::daemon {
 
@@ -47,8 +48,9 @@ struct Flags {
   std::string upstream;
   std::string topology;
   std::string name;
-  std::string transport;     // empty: OPTCAST_TRANSPORT, else tcp
-  std::string ofi_provider;  // empty: OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic
+  std::string transport;       // empty: OPTCAST_TRANSPORT, else tcp
+  std::string ofi_provider;    // empty: OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic
+  std::string tcp_congestion;  // empty: OPTCAST_TCP_CONGESTION, else CUBIC where the host offers it
 };
 
 // Checks shared by the command line and the configuration file, so both name the same problem.
@@ -106,6 +108,14 @@ const CLI::Validator kOfiProvider(
       }
     },
     "PROVIDER");
+
+// A TCP congestion control this process may set, or "system".
+const CLI::Validator kTcpCongestion(
+    [](std::string& v) {
+      Status st = transport::posix::CheckCongestionControl(v);
+      return st.ok() ? std::string() : st.message();
+    },
+    "NAME");
 
 int Fail(int code, const Status& st) {
   std::fprintf(stderr, "optcast server: %s\n", st.message().c_str());
@@ -186,6 +196,13 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
                            "' applies to the ofi transport only; add --transport ofi (transport: ofi), or remove it");
   }
   opts->ofi_provider = f.ofi_provider;
+  if (!f.tcp_congestion.empty()) {
+    opts->tcp_congestion = f.tcp_congestion;
+  } else if (auto cc = GetEnv("OPTCAST_TCP_CONGESTION")) {
+    Status st = transport::posix::CheckCongestionControl(*cc);
+    if (!st.ok()) return InvalidArgument("OPTCAST_TCP_CONGESTION: " + st.message());
+    opts->tcp_congestion = *cc;
+  }
   return TreeOptions(f, opts);
 }
 
@@ -215,6 +232,11 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "The libfabric provider for --transport ofi, e.g. 'tcp;ofi_rxm', 'verbs;ofi_rxm', 'efa' (default: "
                   "OPTCAST_OFI_PROVIDER, else FI_PROVIDER, else efa, verbs or tcp); clients must use the same")
       ->check(kOfiProvider);
+  cmd->add_option("--tcp-congestion", flags->tcp_congestion,
+                  "TCP congestion control of the tcp transport's connections: a name the host allows (e.g. cubic, "
+                  "bbr, reno) or 'system' for the host's default (default: OPTCAST_TCP_CONGESTION, else cubic where "
+                  "the host offers it; docs/deploying.md)")
+      ->check(kTcpCongestion);
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str()
       ->check(kByteSize);

@@ -25,6 +25,9 @@ struct ServerOptions {
   // The libfabric provider when `transport` is ofi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else
   // automatic).
   std::string ofi_provider;
+  // The TCP congestion control of the tcp transport's connections (transport/posix/congestion.h):
+  // "" CUBIC where the host offers it, "system" the host's default, or a name.
+  std::string tcp_congestion;
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};
   // A connection that has not said hello within this long is dropped.

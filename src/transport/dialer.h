@@ -30,8 +30,10 @@ class Dialer {
  public:
   // Defined in factory.cc: the error of CheckKindBuilt for a transport this build does not carry.
   // `ofi_provider` picks the libfabric provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER,
-  // FI_PROVIDER, else automatic), as for transport::Listen.
-  static Status Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider = "");
+  // FI_PROVIDER, else automatic), as for transport::Listen; `tcp_congestion` the TCP congestion
+  // control of Kind::kTcp's connections (posix/congestion.h; "": the data connections' default).
+  static Status Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider = "",
+                       const std::string& tcp_congestion = "");
   virtual ~Dialer() = default;
 
   // Connects to a server listening with the same transport (see transport::Dial).

@@ -10,12 +10,13 @@
 
 namespace optcast::transport {
 
-Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider) {
+Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider,
+              const std::string& tcp_congestion) {
   OPTCAST_RETURN_IF_ERROR(CheckKindBuilt(kind));
 #if OPTCAST_WITH_OFI
   if (kind == Kind::kOfi) return ofi::FabricListener::Open(ep, ofi_provider, out);
 #endif
-  return tcp::StreamListener::Open(ep, out);
+  return tcp::StreamListener::Open(ep, out, tcp_congestion);
 }
 
 Status Dial(Kind kind, const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
@@ -26,7 +27,8 @@ Status Dial(Kind kind, const Endpoint& ep, Deadline deadline, uint64_t max_paylo
   return tcp::DialStream(ep, deadline, max_payload, out);
 }
 
-Status Dialer::Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider) {
+Status Dialer::Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider,
+                      const std::string& tcp_congestion) {
   OPTCAST_RETURN_IF_ERROR(CheckKindBuilt(kind));
 #if OPTCAST_WITH_OFI
   if (kind == Kind::kOfi) {
@@ -34,7 +36,7 @@ Status Dialer::Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string
     return Status::Ok();
   }
 #endif
-  *out = std::make_unique<tcp::StreamDialer>();
+  *out = std::make_unique<tcp::StreamDialer>(tcp_congestion);
   return Status::Ok();
 }
 

@@ -20,8 +20,10 @@
 namespace optcast::transport {
 
 // Listens on `ep` (port 0 picks one) with the given transport. `ofi_provider` picks the libfabric
-// provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic).
-Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider = "");
+// provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic); `tcp_congestion`
+// the TCP congestion control of Kind::kTcp's connections (posix/congestion.h).
+Status Listen(Kind kind, const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& ofi_provider = "",
+              const std::string& tcp_congestion = "");
 // Connects to a server listening with the same transport, retrying refused attempts until
 // `deadline`. The connection is non-blocking and ready for Send/ReadAvailable.
 Status Dial(Kind kind, const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);

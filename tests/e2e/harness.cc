@@ -280,6 +280,7 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.secret = config.secret;
   o.failover = config.failover;
   o.heartbeat = config.heartbeat;
+  o.tcp_congestion = config.tcp_congestion;
   return Communicator::Create(o, out);
 }
 

@@ -177,6 +177,7 @@ struct CommConfig {
   std::string secret;
   bool failover = true;
   milliseconds heartbeat{3000};
+  std::string tcp_congestion;
 };
 
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "transport/tcp/dialer.h"
 
+#include "transport/posix/congestion.h"
 #include "transport/posix/socket.h"
 #include "transport/tcp/connection.h"
 
@@ -13,18 +14,23 @@ class NoRegistration final : public MemoryRegistration {};
 
 }  // namespace
 
-Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                  const std::string& congestion) {
   posix::Socket s;
   OPTCAST_RETURN_IF_ERROR(posix::Connect(ep, deadline, &s));
   OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
+  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), congestion));
   *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString());
   return Status::Ok();
 }
 
-Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                       const std::string& congestion) {
   posix::Socket s;
   OPTCAST_RETURN_IF_ERROR(posix::StartConnect(ep, &s));
   OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
+  // Set before the handshake completes, so the whole connection runs under it.
+  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), congestion));
   *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString(), /*connecting=*/true);
   return Status::Ok();
 }

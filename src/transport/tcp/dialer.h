@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "common/env.h"
 #include "transport/dialer.h"
@@ -11,25 +13,32 @@
 
 namespace optcast::transport::tcp {
 
-// Connects and returns a non-blocking StreamConnection.
-Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+// Connects and returns a non-blocking StreamConnection. `congestion`: its TCP congestion control
+// (posix::ApplyCongestionControl; "" the data connections' default).
+Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                  const std::string& congestion = "");
 
 // Starts a non-blocking connect and returns its StreamConnection at once (Dialer::StartDial).
-Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out);
+Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                       const std::string& congestion = "");
 
 // The TCP Dialer: streams copy through the kernel, so there is nothing to register.
 class StreamDialer final : public Dialer {
  public:
+  explicit StreamDialer(std::string congestion = "") : congestion_(std::move(congestion)) {}
   Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
-    return DialStream(ep, deadline, max_payload, out);
+    return DialStream(ep, deadline, max_payload, out, congestion_);
   }
   Status StartDial(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
-    return StartDialStream(ep, max_payload, out);
+    return StartDialStream(ep, max_payload, out, congestion_);
   }
   Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) override;
   uint64_t registrations_made() const override { return 0; }
   uint64_t registrations_open() const override { return 0; }
   bool registration_required() const override { return false; }
+
+ private:
+  std::string congestion_;
 };
 
 }  // namespace optcast::transport::tcp

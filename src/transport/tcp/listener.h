@@ -10,10 +10,11 @@
 
 namespace optcast::transport::tcp {
 
-// A non-blocking listening socket whose connections are StreamConnections.
+// A non-blocking listening socket whose connections are StreamConnections. `congestion`: their
+// TCP congestion control (posix::ApplyCongestionControl; "" the data connections' default).
 class StreamListener final : public Listener {
  public:
-  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out);
+  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& congestion = "");
   int fd() const override { return socket_.fd(); }
   uint16_t port() const override { return port_; }
   std::string Describe() const override { return "tcp"; }
@@ -22,6 +23,7 @@ class StreamListener final : public Listener {
  private:
   posix::Socket socket_;
   uint16_t port_ = 0;
+  std::string congestion_;
 };
 
 }  // namespace optcast::transport::tcp
