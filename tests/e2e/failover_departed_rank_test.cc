@@ -46,31 +46,21 @@ TEST(E2eFailoverDepartedRank, AServerDyingAfterARankLeftFailsTheRanksStillWaitin
       [](ScriptedServer& s, std::string* why) { return AnswerRankZeroOnlyThenDieWhenItLeaves(s, kRanks, why); });
   std::vector<std::string> servers = {dying.address()};
   for (const std::string& a : farm.addresses()) servers.push_back(a);
-  const JobId job = JobId::Random();
   constexpr size_t kCount = 3 * 16384;
-  std::vector<Status> st(kRanks);
   std::vector<std::vector<float>> sums(kRanks, std::vector<float>(kCount));
   std::chrono::milliseconds rank1_took{0};
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    ranks.emplace_back([&, r] {
-      CommConfig c;
-      c.timeout = milliseconds(20000);
-      c.heartbeat = milliseconds(20000);  // the scripted server sends none: only its closing counts
-      std::unique_ptr<Communicator> comm;
-      st[r] = MakeComm(servers, job, kRanks, r, c, &comm);
-      if (!st[r].ok()) return;
-      std::vector<float> in(kCount);
-      for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
-      const auto start = std::chrono::steady_clock::now();
-      st[r] = comm->AllReduce(in.data(), sums[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
-      if (r == 1) {
-        rank1_took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
-      }
-      // Rank 0 leaves the job here, its last collective done.
-    });
-  }
-  for (auto& t : ranks) t.join();
+  CommConfig c;
+  c.timeout = milliseconds(20000);
+  c.heartbeat = milliseconds(20000);  // the scripted server sends none: only its closing counts
+  const std::vector<Status> st = RunRanksOnThreads(servers, kRanks, c, [&](int r, Communicator& comm) {
+    std::vector<float> in(kCount);
+    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
+    const auto start = std::chrono::steady_clock::now();
+    Status done = comm.AllReduce(in.data(), sums[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
+    if (r == 1) rank1_took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+    // Rank 0 leaves the job here, its last collective done.
+    return done;
+  });
   ASSERT_TRUE(dying.Join()) << dying.what();
   ASSERT_TRUE(st[0].ok()) << st[0].ToString();
   size_t wrong = 0;

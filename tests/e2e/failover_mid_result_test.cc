@@ -58,31 +58,22 @@ TEST(E2eFailoverMidResult, AServerDyingHalfwayThroughAnInPlaceResultLeavesEveryR
   // The scripted server first: it takes a share of every collective.
   std::vector<std::string> servers = {dying.address()};
   for (const std::string& a : farm.addresses()) servers.push_back(a);
-  const JobId job = JobId::Random();
   // 3 shards of 64 KiB, two chunks each: within what a rank keeps a copy of for failover.
   constexpr size_t kCount = 3 * 16384;
-  std::vector<Status> st(kRanks);
   std::vector<std::vector<float>> data(kRanks, std::vector<float>(kCount));
   std::vector<uint32_t> servers_left(kRanks, 0);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    ranks.emplace_back([&, r] {
-      CommConfig c;
-      c.timeout = milliseconds(20000);
-      std::unique_ptr<Communicator> comm;
-      st[r] = MakeComm(servers, job, kRanks, r, c, &comm);
-      if (!st[r].ok()) return;
-      for (size_t i = 0; i < kCount; ++i) data[r][i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
-      st[r] = comm->AllReduce(data[r].data(), data[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
-      if (!st[r].ok()) return;
-      // The job goes on over the two servers left.
-      std::vector<float> more(kCount, static_cast<float>(r + 1)), sum(kCount);
-      st[r] = comm->AllReduce(more.data(), sum.data(), kCount, DataType::kFloat32, RedOp::kSum);
-      if (st[r].ok() && (sum[0] != 3.0f || sum[kCount - 1] != 3.0f)) st[r] = InternalError("the second sum is wrong");
-      servers_left[r] = comm->failover_stats().servers_left;
-    });
-  }
-  for (auto& t : ranks) t.join();
+  CommConfig c;
+  c.timeout = milliseconds(20000);
+  const std::vector<Status> st = RunRanksOnThreads(servers, kRanks, c, [&](int r, Communicator& comm) {
+    for (size_t i = 0; i < kCount; ++i) data[r][i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
+    OPTCAST_RETURN_IF_ERROR(comm.AllReduce(data[r].data(), data[r].data(), kCount, DataType::kFloat32, RedOp::kSum));
+    // The job goes on over the two servers left.
+    std::vector<float> more(kCount, static_cast<float>(r + 1)), sum(kCount);
+    OPTCAST_RETURN_IF_ERROR(comm.AllReduce(more.data(), sum.data(), kCount, DataType::kFloat32, RedOp::kSum));
+    if (sum[0] != 3.0f || sum[kCount - 1] != 3.0f) return InternalError("the second sum is wrong");
+    servers_left[r] = comm.failover_stats().servers_left;
+    return Status::Ok();
+  });
   ASSERT_TRUE(dying.Join()) << dying.what();
   ASSERT_GT(cut_elems.load(), 0u);
   for (int r = 0; r < kRanks; ++r) {

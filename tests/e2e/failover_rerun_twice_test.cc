@@ -59,32 +59,23 @@ TEST(E2eFailoverRerunTwice, ARerunWhoseServerDiesTooIsRerunAgainAndEveryRankGets
   // A first; the real server second, so that it is the first left and announces both failovers;
   // B last. A's share (two chunks) is re-run round robin on B and the real server.
   const std::vector<std::string> servers = {a.address(), farm.addresses()[0], b.address()};
-  const JobId job = JobId::Random();
   constexpr size_t kCount = 3 * 16384;
-  std::vector<Status> st(kRanks);
   std::vector<std::vector<float>> sums(kRanks, std::vector<float>(kCount));
   std::vector<FailoverStats> stats(kRanks);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    ranks.emplace_back([&, r] {
-      CommConfig c;
-      c.timeout = milliseconds(15000);
-      c.heartbeat = milliseconds(15000);  // the scripted servers send none: only their closing counts
-      std::unique_ptr<Communicator> comm;
-      st[r] = MakeComm(servers, job, kRanks, r, c, &comm);
-      if (!st[r].ok()) return;
-      std::vector<float> in(kCount);
-      for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
-      st[r] = comm->AllReduce(in.data(), sums[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
-      if (!st[r].ok()) return;
-      // The job goes on over the one server left.
-      std::vector<float> more(kCount, static_cast<float>(r + 1)), sum(kCount);
-      st[r] = comm->AllReduce(more.data(), sum.data(), kCount, DataType::kFloat32, RedOp::kSum);
-      if (st[r].ok() && (sum[0] != 3.0f || sum[kCount - 1] != 3.0f)) st[r] = InternalError("the second sum is wrong");
-      stats[r] = comm->failover_stats();
-    });
-  }
-  for (auto& t : ranks) t.join();
+  CommConfig c;
+  c.timeout = milliseconds(15000);
+  c.heartbeat = milliseconds(15000);  // the scripted servers send none: only their closing counts
+  const std::vector<Status> st = RunRanksOnThreads(servers, kRanks, c, [&](int r, Communicator& comm) {
+    std::vector<float> in(kCount);
+    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 1) * static_cast<int>(i % 1000));
+    OPTCAST_RETURN_IF_ERROR(comm.AllReduce(in.data(), sums[r].data(), kCount, DataType::kFloat32, RedOp::kSum));
+    // The job goes on over the one server left.
+    std::vector<float> more(kCount, static_cast<float>(r + 1)), sum(kCount);
+    OPTCAST_RETURN_IF_ERROR(comm.AllReduce(more.data(), sum.data(), kCount, DataType::kFloat32, RedOp::kSum));
+    if (sum[0] != 3.0f || sum[kCount - 1] != 3.0f) return InternalError("the second sum is wrong");
+    stats[r] = comm.failover_stats();
+    return Status::Ok();
+  });
   ASSERT_TRUE(a.Join()) << a.what();
   ASSERT_TRUE(b.Join()) << b.what();
   for (int r = 0; r < kRanks; ++r) {

@@ -299,31 +299,34 @@ bool WaitFor(const std::function<bool()>& cond, milliseconds limit) {
   return true;
 }
 
-std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,
-                                          const CommConfig& config, uint64_t seed) {
+std::vector<Status> RunRanksOnThreads(const std::vector<std::string>& servers, int nranks, const CommConfig& config,
+                                      const std::function<Status(int rank, Communicator& comm)>& body) {
   const JobId job = JobId::Random();
   std::vector<Status> out(nranks);
   std::vector<std::thread> ranks;
   for (int r = 0; r < nranks; ++r) {
     ranks.emplace_back([&, r] {
       std::unique_ptr<Communicator> comm;
-      Status st = MakeComm(servers, job, nranks, r, config, &comm);
-      if (!st.ok()) {
-        out[r] = st;
-        return;
-      }
-      std::vector<float> in(count), got(count);
-      FillInput(DataType::kFloat32, RedOp::kSum, seed, r, 0, count, in.data());
-      st = comm->AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
-      if (st.ok()) {
-        const std::string err = VerifyReduction(got.data(), DataType::kFloat32, RedOp::kSum, seed, nranks, 0, count);
-        if (!err.empty()) st = InternalError("wrong result: " + err);
-      }
-      out[r] = st;
+      out[r] = MakeComm(servers, job, nranks, r, config, &comm);
+      if (out[r].ok()) out[r] = body(r, *comm);
     });
   }
   for (auto& t : ranks) t.join();
   return out;
+}
+
+std::vector<Status> RunAllReduceOnThreads(const std::vector<std::string>& servers, int nranks, size_t count,
+                                          const CommConfig& config, uint64_t seed) {
+  return RunRanksOnThreads(servers, nranks, config, [&](int r, Communicator& comm) {
+    std::vector<float> in(count), got(count);
+    FillInput(DataType::kFloat32, RedOp::kSum, seed, r, 0, count, in.data());
+    Status st = comm.AllReduce(in.data(), got.data(), count, DataType::kFloat32, RedOp::kSum);
+    if (st.ok()) {
+      const std::string err = VerifyReduction(got.data(), DataType::kFloat32, RedOp::kSum, seed, nranks, 0, count);
+      if (!err.empty()) st = InternalError("wrong result: " + err);
+    }
+    return st;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

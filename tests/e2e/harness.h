@@ -183,6 +183,12 @@ struct CommConfig {
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,
                 const CommConfig& config, std::unique_ptr<Communicator>* out);
 
+// Runs `body` for every rank of one new job, each on a thread of this process with a communicator
+// of its own made from `config`; returns each rank's status: its communicator's creation error,
+// else what `body` returned.
+std::vector<Status> RunRanksOnThreads(const std::vector<std::string>& servers, int nranks, const CommConfig& config,
+                                      const std::function<Status(int rank, Communicator& comm)>& body);
+
 // Runs every rank of one new job on a thread of this process: `count` float32 summed by
 // allreduce, checked against the reference. Returns each rank's status.
 // Every status is OK; each failure is reported with its rank.
