@@ -111,6 +111,7 @@ MaybeFailure Collectives::OpenCollective(const std::shared_ptr<Job>& job, uint32
     coll.desc = d;
     coll.first_rank = rank;
     coll.state_bytes = state_bytes;
+    coll.incarnation = ++last_incarnation_;
     job->last_progress = Clock::now();
   }
   CollState& coll = cit->second;
@@ -184,6 +185,7 @@ Status Collectives::ReceiveInto(const std::shared_ptr<Job>& job, ConnState* cs, 
   cs->rx_chunk = true;
   cs->rx_seq = cit->first;
   cs->rx_key = sit->first;
+  cs->rx_incarnation = cit->second.incarnation;
   return Status::Ok();
 }
 
@@ -193,8 +195,9 @@ Status Collectives::OnChunkComplete(ConnState* cs) {
   std::shared_ptr<Job> job = cs->job;
   if (job == nullptr || job->failed) return Status::Ok();
   auto cit = job->colls.find(cs->rx_seq);
-  if (cit == job->colls.end()) {
-    // A failover dropped the collective while this chunk arrived: nobody waits for it.
+  if (cit == job->colls.end() || cit->second.incarnation != cs->rx_incarnation) {
+    // A failover dropped the collective while this chunk arrived (its seat was answered then),
+    // and its re-run may have opened a new one under the same number: nobody waits for this one.
     if (job->failover.epoch > 0) return Status::Ok();
     return InternalError("collective vanished while receiving");
   }

@@ -77,6 +77,7 @@ class Collectives : public ReductionSink {
   Clock::time_point last_activity_{};
   // Finished chunk slots kept for reuse, so a steady stream of chunks allocates no slot memory.
   std::vector<std::map<SlotKey, Slot>::node_type> free_slots_;
+  uint64_t last_incarnation_ = 0;  // CollState::incarnation
 };
 
 }  // namespace optcast::server

@@ -36,6 +36,7 @@ struct ConnState {
   // The chunk whose payload is being received.
   uint64_t rx_seq = 0;
   SlotKey rx_key{};
+  uint64_t rx_incarnation = 0;  // CollState::incarnation of the collective it was received for
   bool rx_chunk = false;
   // Tracing: this connection's tracks (receiving, sending; they overlap in time), when its chunk
   // began arriving, when its last send ended.

@@ -69,6 +69,10 @@ struct CollState {
   std::unordered_set<uint32_t> joined;  // ranks whose chunks of this collective arrived here
   std::vector<std::shared_ptr<AgDelivery>> ag_waiting;
   uint64_t state_bytes = 0;  // bookkeeping charged to the job for this collective
+  // Unique per server for each time a collective's state is made. A failover may drop a collective
+  // and its re-run make a new one under the same number while a payload for the old one is still
+  // landing (a large payload over tcp, any over ofi); that payload must not count for the new one.
+  uint64_t incarnation = 0;
 };
 
 using CollIt = std::map<uint64_t, CollState>::iterator;
