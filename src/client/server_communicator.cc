@@ -1338,11 +1338,7 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   OPTCAST_RETURN_IF_ERROR(GetEnvInt("OPTCAST_HEARTBEAT_MS", o->heartbeat.count(), &v));
   if (v <= 0) return InvalidArgument("OPTCAST_HEARTBEAT_MS must be positive");
   o->heartbeat = std::chrono::milliseconds(v);
-  if (auto cc = GetEnv("OPTCAST_TCP_CONGESTION")) {
-    Status st = transport::posix::CheckCongestionControl(*cc);
-    if (!st.ok()) return InvalidArgument("OPTCAST_TCP_CONGESTION: " + st.message());
-    o->tcp_congestion = *cc;
-  }
+  OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&o->tcp_congestion));
   std::string secret;
   OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));
   if (!secret.empty()) o->secret = std::move(secret);

@@ -196,12 +196,9 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
                            "' applies to the ofi transport only; add --transport ofi (transport: ofi), or remove it");
   }
   opts->ofi_provider = f.ofi_provider;
-  if (!f.tcp_congestion.empty()) {
-    opts->tcp_congestion = f.tcp_congestion;
-  } else if (auto cc = GetEnv("OPTCAST_TCP_CONGESTION")) {
-    Status st = transport::posix::CheckCongestionControl(*cc);
-    if (!st.ok()) return InvalidArgument("OPTCAST_TCP_CONGESTION: " + st.message());
-    opts->tcp_congestion = *cc;
+  opts->tcp_congestion = f.tcp_congestion;
+  if (f.tcp_congestion.empty()) {
+    OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&opts->tcp_congestion));
   }
   return TreeOptions(f, opts);
 }

@@ -108,36 +108,30 @@ class TcpCongestion : public ::testing::Test {
   }
 };
 
+// Runs a job over `nservers` servers with `setting` on the servers and the ranks, and expects
+// every connection between them, seen from both ends, to use `expected`.
+void ExpectEveryConnectionUses(int nservers, const std::string& setting, const std::string& expected) {
+  server::ServerOptions so = TestServerOptions();
+  so.tcp_congestion = setting;
+  ServerFarm farm;
+  ASSERT_TRUE(farm.Start(nservers, so).ok());
+  const auto conns = RunAndInspect(farm, setting);
+  // 2 ranks x nservers, each connection seen from both of its ends.
+  ASSERT_EQ(conns.size(), 4u * static_cast<size_t>(nservers));
+  for (const auto& [where, cc] : conns) EXPECT_EQ(cc, expected) << where << " (host default " << HostDefault() << ")";
+}
+
 TEST_F(TcpCongestion, DataConnectionsUseCubicWhateverTheHostDefault) {
   if (!HostOffers("cubic")) GTEST_SKIP() << "this host does not offer cubic";
-  ServerFarm farm;
-  ASSERT_TRUE(farm.Start(2).ok());
-  const auto conns = RunAndInspect(farm, "");
-  // 2 ranks x 2 servers, each connection seen from both of its ends.
-  ASSERT_EQ(conns.size(), 8u);
-  for (const auto& [where, cc] : conns) EXPECT_EQ(cc, "cubic") << where << " (host default " << HostDefault() << ")";
+  ExpectEveryConnectionUses(2, "", "cubic");
 }
 
 TEST_F(TcpCongestion, ANamedControlIsUsedAtBothEnds) {
   if (!HostOffers("reno")) GTEST_SKIP() << "this host does not offer reno";
-  server::ServerOptions so = TestServerOptions();
-  so.tcp_congestion = "reno";
-  ServerFarm farm;
-  ASSERT_TRUE(farm.Start(2, so).ok());
-  const auto conns = RunAndInspect(farm, "reno");
-  ASSERT_EQ(conns.size(), 8u);
-  for (const auto& [where, cc] : conns) EXPECT_EQ(cc, "reno") << where;
+  ExpectEveryConnectionUses(2, "reno", "reno");
 }
 
-TEST_F(TcpCongestion, SystemKeepsTheHostDefault) {
-  server::ServerOptions so = TestServerOptions();
-  so.tcp_congestion = "system";
-  ServerFarm farm;
-  ASSERT_TRUE(farm.Start(1, so).ok());
-  const auto conns = RunAndInspect(farm, "system");
-  ASSERT_EQ(conns.size(), 4u);
-  for (const auto& [where, cc] : conns) EXPECT_EQ(cc, HostDefault()) << where;
-}
+TEST_F(TcpCongestion, SystemKeepsTheHostDefault) { ExpectEveryConnectionUses(1, "system", HostDefault()); }
 
 TEST_F(TcpCongestion, AControlTheHostDoesNotOfferIsAClearError) {
   ServerFarm farm;

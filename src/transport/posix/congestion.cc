@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "common/env.h"
 #include "common/log.h"
 
 namespace optcast::transport::posix {
@@ -65,6 +66,15 @@ std::string CongestionControlOf(int fd) {
   socklen_t len = sizeof(name);
   if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
   return std::string(name, strnlen(name, len));
+}
+
+Status CongestionControlFromEnvironment(std::string* out) {
+  auto cc = GetEnv("OPTCAST_TCP_CONGESTION");
+  if (!cc) return Status::Ok();
+  Status st = CheckCongestionControl(*cc);
+  if (!st.ok()) return InvalidArgument("OPTCAST_TCP_CONGESTION: " + st.message());
+  *out = *cc;
+  return Status::Ok();
 }
 
 Status CheckCongestionControl(const std::string& setting) {

@@ -32,6 +32,10 @@ Status ApplyCongestionControl(int fd, const std::string& setting);
 // The congestion control a socket uses now ("" if it cannot be read).
 std::string CongestionControlOf(int fd);
 
+// The setting OPTCAST_TCP_CONGESTION names, checked, into *out; *out is left alone when it is
+// unset. The error names the variable.
+Status CongestionControlFromEnvironment(std::string* out);
+
 // Checks a setting without a socket: "", "system", or a name the host offers and allows this
 // process to set. For command lines and environment variables, so that a typo is named at start.
 Status CheckCongestionControl(const std::string& setting);
