@@ -6,7 +6,8 @@
 # Writes one JSON, one PNG and one table per configuration under the results directory.
 #
 #   sudo scripts/emu-bench.sh [RESULTS_DIR]
-#   env: RATE (default 200mbit), ITERS (3), WARMUP (1), OPTCAST_BIN, OPTCAST_GLOO_BENCH, and the
+#   env: RATE (default 200mbit), ITERS (20), WARMUP (5), BURST (the links' HTB burst in bytes,
+#        default the emulator's), OPTCAST_BIN, OPTCAST_GLOO_BENCH, and the
 #        client's OPTCAST_CHUNK_BYTES / OPTCAST_WINDOW, which reach the ranks unchanged.
 #
 # Why 200mbit: every emulated link is forwarded by this machine's CPUs (veth + bridge + HTB in
@@ -16,8 +17,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RATE="${RATE:-200mbit}"
-ITERS="${ITERS:-3}"
-WARMUP="${WARMUP:-1}"
+ITERS="${ITERS:-20}"
+WARMUP="${WARMUP:-5}"
+BURST="${BURST:-}"
 OUT="${1:-$ROOT/build/emu-results/$(date +%Y%m%d-%H%M%S)}"  # build* is git-ignored
 OPTCAST="${OPTCAST_BIN:-$ROOT/build/tools/optcast}"
 GLOO="${OPTCAST_GLOO_BENCH:-$(dirname "$OPTCAST")/gloo/optcast-gloo-bench}"
@@ -43,7 +45,7 @@ command -v gnuplot >/dev/null || { PLOT=0; echo "emu-bench: gnuplot not found (a
 trap '"$OPTCAST" emu down >/dev/null 2>&1 || true' EXIT INT TERM
 
 mkdir -p "$OUT"
-echo "# emu-bench: rate $RATE, results in $OUT"
+echo "# emu-bench: rate $RATE${BURST:+, link burst $BURST bytes}, results in $OUT"
 echo "# $(date -Iseconds) $(uname -r) $(nproc) CPUs:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 echo "# client settings: OPTCAST_CHUNK_BYTES=${OPTCAST_CHUNK_BYTES:-auto} OPTCAST_WINDOW=${OPTCAST_WINDOW:-default}"
 
@@ -51,6 +53,7 @@ run() {  # name workers servers algos iters warmup
   local name=$1 w=$2 s=$3 algos=$4 iters=$5 warmup=$6
   local args=(emu run --workers "$w" --servers "$s" --rate "$RATE" -b 1M -e 64M -f 4 -n "$iters" -w "$warmup"
               --algo "$algos" --json "$OUT/$name.json" "${GLOO_ARGS[@]}")
+  [[ -n $BURST ]] && args+=(--burst "$BURST")
   ((PLOT)) && args+=(--plot "$OUT/$name.png")
   echo
   echo "## $name: $w workers, $s servers, $algos"
@@ -61,6 +64,6 @@ start=$(date +%s)
 run n4-s4 4 4 server,ring,gloo "$ITERS" "$WARMUP"
 run n8-s8 8 8 server,ring,gloo "$ITERS" "$WARMUP"
 run n8-s4 8 4 server "$ITERS" "$WARMUP"
-run n8-s1 8 1 server 1 1  # 8x the bytes per server link: fewer iterations keep it short
+run n8-s1 8 1 server "$(( (ITERS + 3) / 4 ))" "$(( (WARMUP + 1) / 2 ))"  # 8x the bytes per server link: fewer iterations keep it short
 echo
 echo "# emu-bench: done in $(( $(date +%s) - start )) s; results in $OUT"

@@ -289,6 +289,37 @@ TEST_F(EmuTest, CongestionControlAndQueueLengthAreSetPerHost) {
   EXPECT_EQ(EmuNamespaces(), "");
 }
 
+// The burst HTB reports for the first class of `tc class show` output, in bytes (tc rounds it to
+// its clock's ticks), or 0.
+uint64_t FirstBurst(const std::string& tc_classes) {
+  const size_t at = tc_classes.find(" burst ");
+  return at == std::string::npos ? 0 : std::strtoull(tc_classes.c_str() + at + 7, nullptr, 10);
+}
+
+// --burst sets every shaped link's burst, switch ports and host queues alike; by default it is
+// 16 frames at MTU 9000 and 200 Mbit/s; less than a frame is refused before anything is built.
+TEST_F(EmuTest, BurstIsSetOnEveryLink) {
+  std::string out;
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 1 --servers 1 --rate 200mbit --burst 18028", &out), 0) << out;
+  for (const char* cmd : {"tc -n optcast-emu-sw class show dev w0", "tc -n optcast-emu-sw class show dev s0",
+                          "tc -n optcast-emu-w0 class show dev eth0", "tc -n optcast-emu-s0 class show dev eth0"}) {
+    out.clear();
+    ASSERT_EQ(Shell(cmd, &out), 0) << out;
+    EXPECT_NEAR(static_cast<double>(FirstBurst(out)), 18028.0, 180.0) << cmd << ": " << out;
+  }
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 1 --servers 1 --rate 200mbit", &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-sw class show dev w0", &out), 0) << out;
+  EXPECT_NEAR(static_cast<double>(FirstBurst(out)), 16.0 * 9014, 16 * 90.0) << out;
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu down", &out), 0) << out;
+  out.clear();
+  EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --burst 100", &out), 0);
+  EXPECT_NE(out.find("use at least the MTU + 14 (9014)"), std::string::npos) << out;
+  EXPECT_EQ(EmuNamespaces(), "");
+}
+
 // Packets sent in one host count in the following host-egress class, by its "Sent ... pkt" line.
 uint64_t ClassPackets(const std::string& tc_stats, const std::string& classid) {
   const size_t at = tc_stats.find("class htb " + classid + " ");

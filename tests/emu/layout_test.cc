@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/emu/cluster.h"
+#include "tools/emu/host_queue.h"
 #include "tools/emu/link_bound.h"
 #include "tools/emu/tree_layout.h"
 
@@ -106,6 +107,47 @@ TEST(RackLayout, BadRacksAreRefusedWithTheFix) {
   st = CheckRacks(Spec(4, 64, 200'000'000, 2, 100'000'000));  // 32 server racks of 2
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("at most 16 racks"), std::string::npos) << st.message();
+}
+
+// The burst and cburst of every HTB class a link gets: by default 1 ms at line rate or 16 frames,
+// whichever is more; --burst sets it on every class, fair or FIFO.
+std::vector<std::string> Bursts(const std::vector<std::vector<std::string>>& cmds) {
+  std::vector<std::string> out;
+  for (const auto& cmd : cmds) {
+    for (size_t i = 0; i + 1 < cmd.size(); ++i) {
+      if (cmd[i] == "burst" || cmd[i] == "cburst") out.push_back(cmd[i + 1]);
+    }
+  }
+  return out;
+}
+
+TEST(HostQueue, BurstIsOneMillisecondOrSixteenFramesUnlessSet) {
+  EXPECT_EQ(HtbBurstBytes(500'000'000, 1500), 62'500u);     // 1 ms at 500 Mbit/s
+  EXPECT_EQ(HtbBurstBytes(200'000'000, 9000), 16u * 9014);  // 16 jumbo frames: 5.8 ms at 200 Mbit/s
+  const std::vector<std::string> dests = {"10.99.0.2", "10.99.0.101"};
+  for (HostQueue q : {HostQueue::kFair, HostQueue::kFifo}) {
+    const auto by_default = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, q, dests));
+    ASSERT_FALSE(by_default.empty());
+    for (const std::string& b : by_default) EXPECT_EQ(b, std::to_string(16 * 9014)) << HostQueueName(q);
+    const auto set = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, q, dests, 18028));
+    EXPECT_EQ(set.size(), by_default.size());
+    for (const std::string& b : set) EXPECT_EQ(b, "18028") << HostQueueName(q);
+  }
+}
+
+TEST(HostQueue, ABurstSmallerThanAFrameIsRefusedWithTheFix) {
+  ClusterSpec spec;
+  spec.workers = 2;
+  spec.servers = 1;
+  spec.mtu = 9000;
+  spec.burst_bytes = 9013;
+  const Status st = CheckBurst(spec);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("at least the MTU + 14 (9014)"), std::string::npos) << st.message();
+  spec.burst_bytes = 9014;
+  EXPECT_TRUE(CheckBurst(spec).ok());
+  spec.burst_bytes = 0;
+  EXPECT_TRUE(CheckBurst(spec).ok());
 }
 
 }  // namespace

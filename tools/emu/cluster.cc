@@ -46,8 +46,9 @@ Status Step(const std::vector<std::string>& argv, bool verbose) {
 // HTB on the egress of one veth end: the switch's port towards a host, one class (rate == ceil)
 // over the device's FIFO. The host's own end gets HostEgress. Both ends shaped = full duplex at
 // `rate_bits` each way.
-Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, int mtu, bool verbose) {
-  for (auto& cmd : HostEgressCommands(dev, rate_bits, mtu, HostQueue::kFifo, {})) {
+Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, int mtu, uint64_t burst_bytes,
+             bool verbose) {
+  for (auto& cmd : HostEgressCommands(dev, rate_bits, mtu, HostQueue::kFifo, {}, burst_bytes)) {
     cmd.insert(cmd.begin(), {Tc(), "-n", netns});
     OPTCAST_RETURN_IF_ERROR(Step(cmd, verbose));
   }
@@ -61,7 +62,8 @@ Status ShapeHostEgress(const Host& h, const ClusterSpec& spec, bool verbose) {
   for (const Host& other : Hosts(spec)) {
     if (other.address != h.address) destinations.push_back(other.address);
   }
-  const auto cmds = HostEgressCommands(kHostIface, spec.rate_bits, spec.mtu, spec.host_queue, destinations);
+  const auto cmds =
+      HostEgressCommands(kHostIface, spec.rate_bits, spec.mtu, spec.host_queue, destinations, spec.burst_bytes);
   char path[] = "/tmp/optcast-emu-tc-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return InternalError(std::string("cannot create a tc batch file in /tmp: ") + std::strerror(errno));
@@ -154,7 +156,7 @@ Status AddRack(int rack, const ClusterSpec& spec, bool verbose) {
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "mtu", mtu_text}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "master", kBridge}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "up"}, verbose));
-    OPTCAST_RETURN_IF_ERROR(Shape(where, dev, spec.uplink_bits, spec.mtu, verbose));
+    OPTCAST_RETURN_IF_ERROR(Shape(where, dev, spec.uplink_bits, spec.mtu, spec.burst_bytes, verbose));
     if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(where, dev, spec.queue_packets, verbose));
   }
   return Status::Ok();
@@ -177,7 +179,7 @@ Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Shape(sw, h.name, rate_bits, mtu, verbose));
+  OPTCAST_RETURN_IF_ERROR(Shape(sw, h.name, rate_bits, mtu, spec.burst_bytes, verbose));
   if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(sw, h.name, spec.queue_packets, verbose));
   OPTCAST_RETURN_IF_ERROR(ShapeHostEgress(h, spec, verbose));
   if (spec.tcp_cc.empty()) return Status::Ok();
@@ -239,6 +241,13 @@ int RackOf(const ClusterSpec& spec, const Host& h) {
 }
 
 std::string RackNamespace(int rack) { return std::string(kNamespacePrefix) + "r" + std::to_string(rack); }
+
+Status CheckBurst(const ClusterSpec& spec) {
+  if (spec.burst_bytes == 0 || spec.burst_bytes >= static_cast<uint64_t>(spec.mtu) + 14) return Status::Ok();
+  return InvalidArgument("--burst " + std::to_string(spec.burst_bytes) +
+                         ": a link must be able to send one whole frame; use at least the MTU + 14 (" +
+                         std::to_string(spec.mtu + 14) + ")");
+}
 
 Status CheckRacks(const ClusterSpec& spec) {
   if (spec.racks == 0) {
@@ -385,6 +394,7 @@ std::string DescribeNetwork(const ClusterSpec& spec) {
   text += spec.queue_packets > 0 ? ", switch queues of " + std::to_string(spec.queue_packets) + " packets"
                                  : ", default switch queues";
   text += std::string(", ") + HostQueueName(spec.host_queue) + " host queues";
+  if (spec.burst_bytes > 0) text += ", link burst " + std::to_string(spec.burst_bytes) + " bytes";
   if (spec.racks > 0) {
     char ratio[64];
     std::snprintf(ratio, sizeof(ratio), "%.3g:1",
@@ -406,6 +416,7 @@ Status Up(const ClusterSpec& spec, bool verbose) {
   }
   if (!spec.tcp_cc.empty()) OPTCAST_RETURN_IF_ERROR(CheckTcpCongestionControl(spec.tcp_cc));
   if (spec.queue_packets < 0) return InvalidArgument("--queue-packets must be 0 (device default) or more");
+  OPTCAST_RETURN_IF_ERROR(CheckBurst(spec));
   OPTCAST_RETURN_IF_ERROR(CheckRacks(spec));
   OPTCAST_RETURN_IF_ERROR(Down(verbose));
   Status st = [&]() -> Status {

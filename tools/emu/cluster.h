@@ -44,6 +44,9 @@ struct ClusterSpec {
   // Packets each switch port queues towards its host before it drops (a FIFO under the port's
   // rate limit); 0 keeps the device default (txqueuelen, 1000).
   int queue_packets = 0;
+  // HTB burst of every shaped link, bytes (0: HtbBurstBytes, 1 ms at line rate, at least 16
+  // frames): how much a link that was idle may send at once, faster than its rate.
+  uint64_t burst_bytes = 0;
   // What each host's NIC queue does with several destinations (host_queue.h): per-destination
   // round robin, as a Linux host's default fq_codel does, or one FIFO.
   HostQueue host_queue = HostQueue::kFair;
@@ -89,6 +92,8 @@ int RackOf(const ClusterSpec& spec, const Host& h);
 std::string RackNamespace(int rack);
 // An error naming the fix unless the racks and uplink of `spec` make sense.
 Status CheckRacks(const ClusterSpec& spec);
+// The links' burst: 0 (the default) or at least one whole frame.
+Status CheckBurst(const ClusterSpec& spec);
 
 // Parses "500mbit", "1gbit", "200Mbit", "750kbit", "1000000" (bit/s); nullopt when malformed.
 std::optional<uint64_t> ParseRate(const std::string& text);

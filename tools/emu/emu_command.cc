@@ -40,6 +40,10 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
   cmd->add_option("--queue-packets", f->run.spec.queue_packets,
                   "Packets each switch port queues towards its host (default: the device's 1000)")
       ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--burst", f->run.spec.burst_bytes,
+                  "HTB burst of every link, bytes: what a link idle for a while may send at once, faster than its "
+                  "rate (default: 1 ms at line rate, at least 16 frames)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   cmd->add_option("--host-queue", f->host_queue,
                   "Each host's NIC queue: fair (per destination, as Linux's default fq_codel) or fifo")
       ->capture_default_str()

@@ -582,6 +582,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"mtu", o_.spec.mtu},
                   {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
                   {"queue_packets", o_.spec.queue_packets},
+                  {"burst_bytes", o_.spec.burst_bytes},
                   {"host_queue", HostQueueName(o_.spec.host_queue)},
                   {"racks", o_.spec.racks},
                   {"uplink_bits", o_.spec.uplink_bits},

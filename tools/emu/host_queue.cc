@@ -19,9 +19,9 @@ uint64_t HtbBurstBytes(uint64_t rate_bits, int mtu) {
 }
 
 std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev, uint64_t rate_bits, int mtu,
-                                                         HostQueue queue,
-                                                         const std::vector<std::string>& destinations) {
-  const std::string burst = std::to_string(HtbBurstBytes(rate_bits, mtu));
+                                                         HostQueue queue, const std::vector<std::string>& destinations,
+                                                         uint64_t burst_bytes) {
+  const std::string burst = std::to_string(burst_bytes > 0 ? burst_bytes : HtbBurstBytes(rate_bits, mtu));
   const std::string rate = std::to_string(rate_bits) + "bit";
   // The default quantum (rate / r2q) overflows at these rates and makes the kernel warn.
   auto htb_class = [&](const std::string& parent, const std::string& id, const std::string& guaranteed,

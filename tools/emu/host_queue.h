@@ -26,11 +26,14 @@ const char* HostQueueName(HostQueue q);
 // The tc commands (argument lists without "tc" and the namespace) that rate-limit `dev` to
 // `rate_bits` with the chosen queue. `destinations` are the addresses of the other hosts; "fair"
 // gives each its own class, anything else (ARP, unknown addresses) shares one more.
+// `burst_bytes` is HTB's burst and cburst (0: HtbBurstBytes).
 std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev, uint64_t rate_bits, int mtu,
-                                                         HostQueue queue, const std::vector<std::string>& destinations);
+                                                         HostQueue queue, const std::vector<std::string>& destinations,
+                                                         uint64_t burst_bytes = 0);
 
-// HTB's burst for a link of this rate: one millisecond at line rate (at least a few full-size
-// frames), so that timer slack does not eat into the rate.
+// HTB's default burst for a link of this rate: one millisecond at line rate (at least 16 full-size
+// frames), so that timer slack does not eat into the rate. A link idle for a while may then send
+// that much at once, faster than its rate: a real port cannot (docs/emulated-cluster.md, "Burst").
 uint64_t HtbBurstBytes(uint64_t rate_bits, int mtu);
 
 }  // namespace optcast::tools::emu
