@@ -27,12 +27,8 @@ EMULATED = [
     "--link-mbit", "200", "--payload-share", f"{(9000 - 52) / (9000 + 14):.6f}",
     "--latency-us", "60", "--rack-size", "64", "--oversub", "1",
 ]
-# The one fitted parameter, for the one-switch measurements of 2026-11-30: a server's result
-# leaves 20 ms after its reduction (docs/scale.md, "Calibration"). Without it their 16/64 MiB
-# figures still agree within 9.2%, but 1 MiB ones are up to 29% optimistic. A data file may set
-# its own (column server_delay_us): the racks measurements, of today's client, use none, i.e.
-# the model exactly as the scale study runs it.
-EMULATED_CPU_WAIT_US = 20000
+# No fitted parameter: the model runs as the scale study runs it, with no server delay. A data file
+# may still give one per row (column server_delay_us, microseconds) to compare a variant.
 
 
 def bound(algo, w, s, rate):
@@ -49,7 +45,7 @@ def racks_args(w, racks, uplink_mbit):
     return ["--rack-size", str(rack_size), "--oversub", f"{rack_size * 200 / uplink_mbit:g}"]
 
 
-def simulate(sim, algo, w, s, nbytes, extra, racks=0, uplink_mbit=0, delay_us=EMULATED_CPU_WAIT_US):
+def simulate(sim, algo, w, s, nbytes, extra, racks=0, uplink_mbit=0, delay_us=0):
     args = [sim, "--workers", str(w), "--bytes", str(nbytes)] + EMULATED + ["--server-delay-us", str(delay_us)]
     args += racks_args(w, racks, uplink_mbit) + extra
     if algo == "server":
@@ -97,7 +93,7 @@ def main():
         else:
             measured = float(r["pct_of_bound"]) / 100 * bound(algo, w, s, rate)
         model = algo if algo in ("server", "tree") else "ring"
-        delay = int(r.get("server_delay_us") or EMULATED_CPU_WAIT_US)
+        delay = int(r.get("server_delay_us") or 0)
         sim = simulate(a.sim, model, w, s, nbytes, a.extra, racks, uplink, delay)["algbw_Bps"]
         ratio = sim / measured
         gap = r.get("open_gap") == "yes"  # explained in docs/scale.md, not a tolerance to meet
