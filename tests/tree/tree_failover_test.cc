@@ -18,9 +18,11 @@
 #include <thread>
 
 #include "harness.h"
+#include "observe/metrics.h"
 #include "optcast/communicator.h"
 #include "optcast/job_id.h"
 #include "server_process.h"
+#include "tree_farm.h"
 #include "tree_reference.h"
 
 namespace optcast::tree {
@@ -85,8 +87,8 @@ uint64_t Fnv(const std::vector<uint8_t>& b) {
   return h;
 }
 
-// Every rank runs `rounds` allreduces of one job (float32 and int32 sums, odd sizes, every third
-// in place), each checked against the tree reference; each kill runs once rank 0 completed its
+// Every rank runs `rounds` allreduces of one job (float32 and int32 sums, bfloat16 averages, odd
+// sizes, every fourth in place), each checked against the tree reference; each kill runs once rank 0 completed its
 // number of them. hashes[r][i]: the bits rank r got in round i.
 struct Kill {
   int after = 0;
@@ -102,6 +104,11 @@ struct JobRun {
   bool killed = false;          // every kill ran
 
   void Run(const TwoTrees& trees, int rounds, const std::vector<Kill>& kills) {
+    Run([&](int r) { return trees.RankServers(r); }, kShape, rounds, kills);
+  }
+
+  void Run(const std::function<std::vector<std::string>(int)>& servers_of, const TreeShape& shape, int rounds,
+           const std::vector<Kill>& kills) {
     const JobId job = JobId::Random();
     std::atomic<int> done{0};
     std::vector<std::thread> threads;
@@ -112,18 +119,20 @@ struct JobRun {
         c.timeout = milliseconds(30000);
         c.failover = true;
         std::unique_ptr<Communicator> comm;
-        st[r] = e2e::MakeComm(trees.RankServers(r), job, kRanks, r, c, &comm);
+        st[r] = e2e::MakeComm(servers_of(r), job, kRanks, r, c, &comm);
         for (int i = 0; st[r].ok() && i < rounds; ++i) {
-          const DataType dt = i % 2 == 0 ? DataType::kFloat32 : DataType::kInt32;
+          // float32 and int32 sums, and a bfloat16 average, which travels up as a float32 partial.
+          const DataType dt = i % 3 == 0 ? DataType::kFloat32 : i % 3 == 1 ? DataType::kInt32 : DataType::kBFloat16;
+          const RedOp op = dt == DataType::kBFloat16 ? RedOp::kAvg : RedOp::kSum;
           const size_t count = (size_t{1} << 16) + 7 * static_cast<size_t>(i);
           const uint64_t seed = 1000 + static_cast<uint64_t>(i);
           std::vector<uint8_t> in(count * DataTypeSize(dt)), out(in.size());
-          e2e::FillInput(dt, RedOp::kSum, seed, r, 0, count, in.data());
-          const bool in_place = i % 3 == 2;
+          e2e::FillInput(dt, op, seed, r, 0, count, in.data());
+          const bool in_place = i % 4 == 3;
           std::vector<uint8_t>& got = in_place ? in : out;
-          st[r] = comm->AllReduce(in.data(), got.data(), count, dt, RedOp::kSum);
+          st[r] = comm->AllReduce(in.data(), got.data(), count, dt, op);
           if (st[r].ok()) {
-            const std::string err = VerifyTree(kShape, got.data(), dt, RedOp::kSum, seed, count);
+            const std::string err = VerifyTree(shape, got.data(), dt, op, seed, count);
             if (!err.empty()) st[r] = InternalError(fmt::format("round {}: {}", i, err));
             hashes[r].push_back(Fnv(got));
           }
@@ -192,6 +201,44 @@ TEST(TreeFailover, ARootSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
     ASSERT_EQ(run.hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " got other bits than rank 0";
     EXPECT_EQ(run.stats[r].failovers, 1u) << "rank " << r;
+  }
+}
+
+// Two trees of depth 3 (root, inner server, a leaf per rack), servers on threads of this process:
+// the inner server of tree 1 stops mid-allreduce. Its leaves lose their parent and its root its
+// child, the ranks drop tree 1, and the failover goes through tree 0's inner server both ways
+// (reports and Epochs up, the Notice and the announcement down).
+TEST(TreeFailover, AnInnerServerOfOneOfTwoDepth3TreesStoppedMovesTheJobToTheOtherTree) {
+  if (SkipOverFabric()) GTEST_SKIP() << "failover over ofi: set OPTCAST_TEST_OFI_FAILOVER=1";
+  // Nodes 0-3: tree 0 (root, inner, leaf of rack a, leaf of rack b); 4-7: tree 1, the same.
+  const std::vector<int> parent{-1, 0, 1, 1, -1, 4, 5, 5};
+  server::ServerOptions o = e2e::TestServerOptions();
+  o.job_timeout = milliseconds(8000);
+  TreeFarm farm;
+  ASSERT_TRUE(farm.Start(parent, o).ok());
+  const TreeShape shape{{-1, 0, 1, 1}, {2, 2, 3, 3}};
+  JobRun run;
+  const int rounds = 12;
+  run.Run(
+      [&](int r) {
+        return r < 2 ? std::vector{farm.address(2), farm.address(6)} : std::vector{farm.address(3), farm.address(7)};
+      },
+      shape, rounds, {{3, [&] { farm.Kill(5); }}});
+  ASSERT_TRUE(run.killed) << "the trees never completed 3 collectives: " << run.st[0].ToString();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(run.st[r].ok()) << "rank " << r << ": " << run.st[r].ToString();
+    ASSERT_EQ(run.hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
+    EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " got other bits than rank 0";
+    EXPECT_EQ(run.stats[r].failovers, 1u) << "rank " << r;
+  }
+  // Tree 0's inner server applied the failover too, and the rest of tree 1 holds nothing of the job.
+  for (int node : {0, 1, 2, 3}) {
+    EXPECT_NE(farm.server(node).metrics().Render().find("\noptcast_failovers_total 1"), std::string::npos)
+        << "node " << node;
+  }
+  for (int node : {4, 6, 7}) {
+    EXPECT_TRUE(e2e::WaitFor([&] { return farm.server(node).stats().jobs_active == 0; }, milliseconds(10000)))
+        << "node " << node;
   }
 }
 
