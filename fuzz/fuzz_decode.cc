@@ -52,6 +52,7 @@ std::vector<uint8_t> Encode(const wire::Message& m) {
     case wire::MsgType::kNotice: return wire::EncodeNotice(m.notice_mask);
     case wire::MsgType::kEpoch: return wire::EncodeEpoch(m.epoch);
     case wire::MsgType::kHeartbeat: return wire::EncodeHeartbeat();
+    case wire::MsgType::kFailoverRelay: return wire::EncodeFailoverRelay(m.relay_rank, m.report);
   }
   FUZZ_CHECK(false, "Decode accepted unknown type %u", static_cast<unsigned>(m.type));
   return {};
@@ -84,6 +85,9 @@ bool Same(const wire::Message& a, const wire::Message& b) {
     case wire::MsgType::kStallReport:
       return a.stall_report.coll_seq == b.stall_report.coll_seq &&
              a.stall_report.waiting_for == b.stall_report.waiting_for;
+    case wire::MsgType::kFailoverRelay:
+      if (a.relay_rank != b.relay_rank) return false;
+      [[fallthrough]];
     case wire::MsgType::kFailover:
       return a.report.epoch == b.report.epoch && a.report.server_index == b.report.server_index &&
              a.report.dead_mask == b.report.dead_mask && a.report.first_unplanned == b.report.first_unplanned &&

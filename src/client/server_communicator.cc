@@ -108,6 +108,9 @@ struct ServerLink {
   // before that may still belong to stripes the failover replaced.
   uint32_t server_epoch = 0;
   std::vector<uint8_t> sink;  // where results nobody needs any more land
+  // Aggregation tree: the job dropped this server's tree while its connection still worked; the
+  // server was told, and what it sends is thrown away until it closes (LoseServer).
+  bool leaving = false;
 };
 
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
@@ -895,11 +898,13 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     return nullptr;
   }
 
-  // A server is gone: its share waits for the job to agree on a failover.
-  void LoseServer(ServerLink& link, const Status& why) {
+  // A server is gone: its share waits for the job to agree on a failover. `tell`: its connection
+  // still works (the other ranks lost it, or it is silent), so in a tree it is told (TellLeaving).
+  void LoseServer(ServerLink& link, const Status& why, bool tell = false) {
     if (link.failed) return;
     link.failed = true;
     link.queue.clear();
+    const bool leave = tell && in_tree_ && transport_ != transport::Kind::kOfi && link.conn != nullptr;
     if (link.rx_req != nullptr && link.rx_piece != SIZE_MAX && link.rx_req->desc.coll == CollType::kAllReduce &&
         link.rx_req->send == link.rx_req->recv && !link.rx_into_copy) {
       link.rx_req->pieces[link.rx_piece].input_lost = true;
@@ -909,9 +914,14 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     link.rx_stale = false;
     link.rx_req = nullptr;
     link.rx_piece = SIZE_MAX;
-    if (link.conn) link.conn->DropPendingWrites();
+    if (leave) {
+      link.conn->DetachPayloads([](uint64_t) { return true; });  // a message half sent is finished from a copy
+    } else if (link.conn) {
+      link.conn->DropPendingWrites();
+    }
     if (dead_mask_ == agreed_mask_) first_unplanned_ = next_seq_;
     dead_mask_ |= uint64_t{1} << link.index;
+    if (leave) TellLeaving(link);
     const size_t left = ServersLeft(dead_mask_).size();
     if (left == 0) {
       Break(UnavailableError(why.message() + "; no server of the job is left"));
@@ -931,10 +941,30 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     report_due_ = true;
   }
 
+  // In an aggregation tree a server of the tree the job drops may still be alive, with ranks of
+  // other racks still on it: were this rank to close its connection, that server would fail the
+  // job for them as a rank that died. So it is told instead (a report naming itself dead), and gives
+  // the job up without error to anyone (docs/tree.md, "Failure"); the connection stays open and
+  // what comes on it is thrown away until the server closes it, so that no reset can drop the word.
+  void TellLeaving(ServerLink& link) {
+    wire::FailoverReport r;
+    r.epoch = epoch_;
+    r.server_index = static_cast<uint32_t>(link.index);
+    r.dead_mask = dead_mask_;
+    r.first_unplanned = first_unplanned_;
+    link.conn->Send(transport::MakeOutMessage(wire::EncodeFailover(r), nullptr, 0));
+    if (!link.conn->Flush().ok()) {
+      link.conn.reset();
+      return;
+    }
+    link.leaving = true;
+  }
+
   void AdvanceFailover() {
     for (uint32_t i = 0; i < servers_.size() && notice_mask_ != 0; ++i) {
       if (((notice_mask_ >> i) & 1) && !servers_[i].failed) {
-        LoseServer(servers_[i], UnavailableError(fmt::format("other ranks lost server {}", servers_[i].address)));
+        LoseServer(servers_[i], UnavailableError(fmt::format("other ranks lost server {}", servers_[i].address)),
+                   /*tell=*/true);
       }
     }
     notice_mask_ = 0;
@@ -952,9 +982,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     // Over libfabric a server's heartbeats can go unseen for seconds at start (docs/reliability.md):
     // there only a lost connection counts.
     if (broken_.ok() && transport_ != transport::Kind::kOfi) CheckHeartbeats();
-    // A dead server's connection goes now, with whatever it had posted into our buffers.
+    // A dead server's connection goes now, with whatever it had posted into our buffers; one that
+    // was told this rank leaves it once it has closed its end (TellLeaving).
     for (auto& s : servers_) {
-      if (s.failed && s.conn) s.conn.reset();
+      if (!s.failed || !s.conn) continue;
+      if (s.leaving && (!s.conn->HasPendingWrites() || s.conn->Flush().ok()) && s.conn->DiscardAvailable()) continue;
+      s.conn.reset();
     }
   }
 
@@ -991,7 +1024,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     for (uint32_t i = 0; i < servers_.size(); ++i) {
       if (((a.dead_mask >> i) & 1) && !servers_[i].failed) {
         LoseServer(servers_[i],
-                   UnavailableError(fmt::format("the job agreed that server {} is dead", servers_[i].address)));
+                   UnavailableError(fmt::format("the job agreed that server {} is dead", servers_[i].address)),
+                   /*tell=*/true);
       }
     }
     if (!broken_.ok()) return;
@@ -1189,7 +1223,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
                    UnavailableError(fmt::format(
                        "server {} sent nothing for {} ms while this rank waited on it; it may be frozen "
                        "(OPTCAST_HEARTBEAT_MS sets the bound)",
-                       s.address, std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_heard).count())));
+                       s.address, std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_heard).count())),
+                   /*tell=*/true);
       }
     }
   }

@@ -36,8 +36,10 @@ Status Collectives::OnChunkMeta(ConnState* cs, const wire::Chunk& chunk, uint64_
                           "{} over a flat server list (OPTCAST_SERVERS naming servers without --upstream)",
                           d.coll_seq, job->hex, CollTypeName(d.coll), CollTypeName(d.coll))});
   }
-  // A downstream server sends partials, which may be wider than the elements (tree_math.h).
-  const DataType wire_type = cs->server_member ? PartialType(d.dtype, d.op) : d.dtype;
+  // A downstream server sends partials, which may be wider than the elements (tree_math.h), or
+  // in a failover's re-run a result copy, in the element type.
+  const bool copy = (chunk.flags & wire::kChunkResultCopy) != 0;
+  const DataType wire_type = cs->server_member && !copy ? PartialType(d.dtype, d.op) : d.dtype;
   const uint64_t expect_bytes = static_cast<uint64_t>(chunk.ref.count) * DataTypeSize(wire_type);
   if (payload_len != expect_bytes) {
     return ProtocolError(fmt::format("chunk of {} {} carries {} bytes instead of {}", chunk.ref.count,
@@ -68,8 +70,8 @@ Status Collectives::OnChunkMeta(ConnState* cs, const wire::Chunk& chunk, uint64_
     return ProtocolError(fmt::format("rank {} sent the chunk at element {} of collective #{} twice", cs->rank,
                                      chunk.ref.offset, d.coll_seq));
   }
-  if (chunk.flags != 0 && (job->tree || d.coll == CollType::kAllGather)) {
-    return ProtocolError("a result copy is only sent to re-run an allreduce or reduce-scatter over a flat server list");
+  if (chunk.flags != 0 && d.coll == CollType::kAllGather) {
+    return ProtocolError("a result copy is only sent to re-run an allreduce or reduce-scatter");
   }
   if ((chunk.flags & wire::kChunkResultCopy) != 0 && slot.copy_seat < 0) slot.copy_seat = static_cast<int32_t>(idx);
   if ((chunk.flags & wire::kChunkInputLost) != 0) slot.input_lost = true;
@@ -226,12 +228,14 @@ void Collectives::CompleteSlot(const std::shared_ptr<Job>& job, CollIt cit, Slot
   Slot& slot = sit->second;
   if (slot.copy_seat >= 0) {
     // A re-run after a failover: a rank already holds this chunk's result, and every copy is the
-    // same, so it goes back as it came, with no reduction that could differ in the last bit.
+    // same, so it goes back as it came, with no reduction that could differ in the last bit (in
+    // a tree it goes up as a copy, and the root sends it back down).
     slot.result = slot.contribs[static_cast<size_t>(slot.copy_seat)];
     OnReduced(job, cit, sit);
     return;
   }
-  if (slot.input_lost) {
+  // Below a tree's root the partial goes up flagged: another rack may hold the result whole.
+  if (slot.input_lost && (!job->tree || job->tree->root())) {
     jobs_.Fail(job, {Code::kPeerFailed,
                      fmt::format("collective #{} of job {} cannot be re-run exactly after a failover: a rank's input "
                                  "at element {} was overwritten in place by a result that the dead server cut short, "
@@ -310,7 +314,9 @@ void Collectives::DropCollectives(const std::shared_ptr<Job>& job,
     for (auto& [key, slot] : coll.slots) {
       for (size_t seat = 0; seat < slot.contribs.size(); ++seat) {
         if (!slot.contribs[seat]) continue;
-        job->Answered(coll.desc.coll == CollType::kAllGather ? slot.ref.segment : static_cast<uint32_t>(seat));
+        // A seat is its member's place in a tree's join order (Job::SeatOf), a rank in a flat job.
+        const uint32_t member = job->tree ? job->tree->members.seated()[seat] : static_cast<uint32_t>(seat);
+        job->Answered(coll.desc.coll == CollType::kAllGather ? slot.ref.segment : member);
       }
       jobs_.ReleaseState(*job, slot.state_bytes);
     }

@@ -47,6 +47,8 @@ struct ConnState {
   // Aggregation tree: this connection is a downstream server of its job (its chunks carry
   // partials), or this server's own link to the parent server for `upstream_of`.
   bool server_member = false;
+  // A member said Bye before its connection closed: it left the job, it did not die.
+  bool said_bye = false;
   std::shared_ptr<Job> upstream_of;
 };
 

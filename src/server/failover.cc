@@ -28,9 +28,9 @@ FailoverCoordinator::FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop&
                                          Collectives& collectives, bool heartbeats)
     : metrics_(metrics), loop_(loop), jobs_(jobs), collectives_(collectives), heartbeats_(heartbeats) {}
 
-void FailoverCoordinator::Announce(const std::shared_ptr<Job>& job, const std::vector<uint8_t>& meta) {
+void FailoverCoordinator::Announce(const std::shared_ptr<Job>& job, const std::vector<uint8_t>& meta, bool ranks_only) {
   for (auto& [rank, p] : job->participants) {
-    if (p.conn != nullptr && !p.conn->closing && !p.conn->dead) {
+    if (p.conn != nullptr && !p.conn->closing && !p.conn->dead && !(ranks_only && p.conn->server_member)) {
       loop_.Send(p.conn, transport::MakeOutMessage(meta, nullptr, 0));
     }
   }
@@ -63,19 +63,20 @@ void FailoverCoordinator::OnRankLeft(const std::shared_ptr<Job>& job) {
 Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& r) {
   if (!cs->job) return ProtocolError("failover report before hello; say hello first");
   std::shared_ptr<Job> job = cs->job;
-  if (job->tree) {
-    return jobs_.Abort(job, {Code::kInvalidArgument,
-                             fmt::format("rank {} of job {} reports dead servers, but failover covers flat server "
-                                         "lists only; this job spans an aggregation tree (docs/reliability.md)",
-                                         cs->rank, job->hex)});
-  }
   if (r.dead_mask == 0) {
     return ProtocolError(fmt::format("rank {} sent a failover report that names no dead server", cs->rank));
   }
   if ((r.dead_mask >> r.server_index) & 1) {
+    if (job->tree) return GiveUpTree(job, cs->rank, r);
     return ProtocolError(
         fmt::format("rank {} reports this server (its server {}) dead to itself", cs->rank, r.server_index));
   }
+  if (job->tree && !job->tree->root()) return RelayUp(job, cs->rank, r, /*own=*/true);
+  return Collect(job, cs, cs->rank, r);
+}
+
+Status FailoverCoordinator::Collect(const std::shared_ptr<Job>& job, ConnState* cs, uint32_t rank,
+                                    const wire::FailoverReport& r) {
   JobFailover& fo = job->failover;
   if (r.epoch < fo.round_epoch || r.epoch < fo.agreed_through) {
     // The rank has not applied a failover the job agreed on. If every server before this one
@@ -84,7 +85,13 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
     // failover it has already applied). Otherwise it learns of it on the way.
     const uint64_t before = (uint64_t{1} << r.server_index) - 1;
     if (r.epoch + 1 == fo.agreed_through && (r.dead_mask & before) == before && !fo.last_agreed.empty()) {
-      loop_.Send(cs, transport::MakeOutMessage(fo.last_agreed, nullptr, 0));
+      if (cs != nullptr) {
+        loop_.Send(cs, transport::MakeOutMessage(fo.last_agreed, nullptr, 0));
+      } else {
+        // Relayed from below: the rank is behind a downstream server, which passes it on to
+        // all its ranks (the others have applied it already and ignore it).
+        Announce(job, fo.last_agreed);
+      }
     }
     return Status::Ok();
   }
@@ -93,28 +100,32 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
     fo.reports.clear();
     fo.noticed.clear();
   }
-  fo.reports[cs->rank] = r;
+  fo.reports[rank] = r;
   if (FailIfARankLeft(job)) return Status(Code::kCancelled, "job failed");
   uint64_t all_dead = 0;
-  for (const auto& [rank, rep] : fo.reports) all_dead |= rep.dead_mask;
-  // Ranks that have not seen every death yet learn of it here, and report again.
-  for (auto& [rank, p] : job->participants) {
-    auto it = fo.reports.find(rank);
-    if (it != fo.reports.end() && it->second.dead_mask == all_dead) continue;
-    if (fo.noticed[rank] == all_dead || p.conn == nullptr || p.conn->closing) continue;
-    fo.noticed[rank] = all_dead;
+  for (const auto& [reporter, rep] : fo.reports) all_dead |= rep.dead_mask;
+  // Ranks that have not seen every death yet learn of it here, and report again. A downstream
+  // server passes the notice on to its ranks.
+  for (auto& [index, p] : job->participants) {
+    if (p.conn == nullptr || p.conn->closing) continue;
+    if (!p.conn->server_member) {
+      auto it = fo.reports.find(index);
+      if (it != fo.reports.end() && it->second.dead_mask == all_dead) continue;
+    }
+    if (fo.noticed[index] == all_dead) continue;
+    fo.noticed[index] = all_dead;
     loop_.Send(p.conn, transport::MakeOutMessage(wire::EncodeNotice(all_dead), nullptr, 0));
   }
   if (fo.reports.size() < job->nranks) return Status::Ok();
   uint64_t boundary = UINT64_MAX;
   std::set<uint64_t> needing;
-  for (const auto& [rank, rep] : fo.reports) {
+  for (const auto& [reporter, rep] : fo.reports) {
     if (rep.dead_mask != all_dead) return Status::Ok();
     if (rep.server_index != r.server_index) {
       return jobs_.Abort(
           job, {Code::kMismatch, fmt::format("ranks {} and {} of job {} list this server at different places ({} and "
                                              "{}); give every rank the same server list in the same order",
-                                             cs->rank, rank, job->hex, r.server_index, rep.server_index)});
+                                             rank, reporter, job->hex, r.server_index, rep.server_index)});
     }
     boundary = std::min(boundary, rep.first_unplanned);
     needing.insert(rep.needing.begin(), rep.needing.end());
@@ -129,6 +140,7 @@ Status FailoverCoordinator::OnReport(ConnState* cs, const wire::FailoverReport& 
   }
   fo.last_agreed = wire::EncodeAgreed(agreed);
   // The first server left in the list speaks for all: every rank acts on the same announcement.
+  // In a tree that is the root of the first tree left, and its announcement travels down.
   const uint64_t below = (uint64_t{1} << r.server_index) - 1;
   if ((all_dead & below) != below) return Status::Ok();
   Log().info(
@@ -170,9 +182,14 @@ Status FailoverCoordinator::OnEpoch(ConnState* cs, const wire::EpochChange& e) {
     observe::TraceInstant("failover", "server", a);
   }
   collectives_.DropCollectives(job, [&](const wire::CollDesc& d) { return IsStale(*job, d); });
+  // In a tree the servers above drop those collectives too; nothing of the old stripes follows
+  // the Epoch on the link up either.
+  if (job->tree && !job->tree->root()) {
+    job->tree->SendUp(loop_, metrics_, transport::MakeOutMessage(wire::EncodeEpoch(e), nullptr, 0));
+  }
   // Every rank learns that nothing of the replaced stripes follows on this connection: an
   // all-gather's chunks need no other rank's, so some may have gone out before (protocol.md).
-  Announce(job, wire::EncodeEpoch(e));
+  Announce(job, wire::EncodeEpoch(e), /*ranks_only=*/true);
   return Status::Ok();
 }
 
@@ -185,11 +202,14 @@ void FailoverCoordinator::SendHeartbeats(Clock::time_point now) {
   if (!heartbeats_) return;
   for (const auto& [id, job] : jobs_.all()) {
     // To every rank, not only those with a collective open here: a rank may wait on this server
-    // before its first chunk has arrived (a slow transport, a busy host).
-    if (job->tree) continue;
+    // before its first chunk has arrived (a slow transport, a busy host). In a tree too: a leaf
+    // waiting on another rack is alive, and a rank that took it for dead would drop its tree.
     for (auto& [rank, p] : job->participants) {
       ConnState* cs = p.conn;
-      if (cs == nullptr || cs->closing || cs->dead || now - cs->heartbeat_at < kHeartbeatInterval) continue;
+      // Ranks only: a downstream server's parent is not its rank, and a tree's servers see each
+      // other die by their lost connections.
+      if (cs == nullptr || cs->server_member || cs->closing || cs->dead) continue;
+      if (now - cs->heartbeat_at < kHeartbeatInterval) continue;
       // Something already waits to go out: the rank will hear from us, and an idle rank that
       // does not read piles up nothing beyond its socket buffer.
       if (cs->conn->HasPendingWrites()) continue;

@@ -199,7 +199,14 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
   auto* cs = static_cast<ConnState*>(c.user_data);
   wire::Message msg;
   OPTCAST_RETURN_IF_ERROR(wire::Decode(meta, &msg));
-  if (cs->upstream_of) return tree_.OnUpstreamMeta(cs, msg, payload_len, payload_dst);
+  if (cs->upstream_of) {
+    // A tree's failover travels down from the root (tree_failover.cc).
+    if (msg.type == wire::MsgType::kNotice || msg.type == wire::MsgType::kAgreed || msg.type == wire::MsgType::kEpoch) {
+      if (payload_len != 0) return ProtocolError("a failover message with a payload");
+      return failover_.OnFromParent(cs, msg);
+    }
+    return tree_.OnUpstreamMeta(cs, msg, payload_len, payload_dst);
+  }
   switch (msg.type) {
     case wire::MsgType::kHello:
       if (payload_len != 0) return ProtocolError("hello carries a payload");
@@ -216,7 +223,13 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
       return failover_.OnEpoch(cs, msg.epoch);
     case wire::MsgType::kBye:
       if (!cs->job) return ProtocolError("goodbye before hello");
+      cs->said_bye = true;
       return Status::Ok();
+    case wire::MsgType::kFailoverRelay:
+      if (!cs->job || !cs->server_member || payload_len != 0) {
+        return ProtocolError("only a downstream server of a job passes failover reports up, with no payload");
+      }
+      return failover_.OnRelayedReport(cs, msg.relay_rank, msg.report);
     case wire::MsgType::kStallQuery: {
       if (!cs->job) return ProtocolError("stall query before hello");
       if (payload_len != 0) return ProtocolError("stall query carries a payload");
@@ -263,6 +276,16 @@ void Server::Impl::OnConnectionLost(ConnState* cs, const Status& why) {
   if (why.code() != Code::kUnavailable) {
     jobs_.Fail(job, {why.code(),
                      fmt::format("rank {} ({}) of job {}: {}", cs->rank, cs->conn->peer(), job->hex, why.message())});
+    return;
+  }
+  if (cs->server_member && !cs->said_bye) {
+    // A downstream server died (or its link did): this tree can no longer carry the job. The
+    // error is "unavailable", so that ranks with failover on drop this tree and go on over the
+    // job's other trees (docs/tree.md, "Failure").
+    jobs_.Fail(job, {Code::kUnavailable,
+                     fmt::format("the downstream server that is member {} ({}) of job {} disconnected: {}; this "
+                                 "aggregation tree cannot carry the job any more",
+                                 cs->rank, cs->conn->peer(), job->hex, why.message())});
     return;
   }
   job->Detach(cs->rank, cs, /*departed=*/true);

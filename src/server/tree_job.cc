@@ -53,9 +53,14 @@ void TreeJob::SendUp(ConnectionLoop& loop, ServerMetrics& metrics, transport::Ou
 }
 
 void TreeJob::SendPartialUp(ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d, const Slot& slot) {
-  const uint64_t pbytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(PartialType(d.dtype, d.op));
+  // A failover's re-run: a result copy goes up as it came (element type); a partial missing a
+  // rank's input says so, and the root fails the chunk unless another member holds a copy.
+  const bool copy = slot.copy_seat >= 0;
+  const DataType type = copy ? d.dtype : PartialType(d.dtype, d.op);
+  const uint64_t pbytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(type);
   transport::OutMessage m;
-  const wire::Chunk chunk{d, slot.ref};
+  wire::Chunk chunk{d, slot.ref};
+  chunk.flags = copy ? wire::kChunkResultCopy : slot.input_lost ? wire::kChunkInputLost : 0;
   wire::EncodeChunkTo(chunk, transport::StartOutMessage(&m, wire::kChunkMetaBytes, slot.result.get(), pbytes));
   m.keepalive = slot.result;
   SendUp(loop, metrics, std::move(m));

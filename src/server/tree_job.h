@@ -42,7 +42,8 @@ class TreeJob {
 
   // Sends to the parent, or holds the message until the parent's welcome.
   void SendUp(ConnectionLoop& loop, ServerMetrics& metrics, transport::OutMessage msg);
-  // Sends a slot's combined partial (Slot::result) to the parent.
+  // Sends a slot's combined partial (Slot::result) to the parent; in a failover's re-run, the
+  // result copy a member sent instead (flagged as one).
   void SendPartialUp(ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d, const Slot& slot);
   // Ends this server's membership upstream with `farewell` (a Bye, or the Error that failed the
   // job); before the welcome it is held and the connection closes once it is out.

@@ -129,7 +129,8 @@ void TreeRelay::OnUpstreamLost(ConnState* cs, const Status& why) {
                                  parent, job->hex, why.message())});
     return;
   }
-  jobs_.Fail(job, {Code::kPeerFailed,
+  // "Unavailable": this tree can no longer carry the job, and ranks with failover on drop it.
+  jobs_.Fail(job, {Code::kUnavailable,
                    fmt::format("lost the upstream server {} of job {}: {}", parent, job->hex, why.message())});
 }
 

@@ -206,13 +206,33 @@ std::vector<uint8_t> EncodeStallReport(const StallReport& m) {
   return w.Take();
 }
 
-std::vector<uint8_t> EncodeFailover(const FailoverReport& m) {
-  Writer w(MsgType::kFailover);
+namespace {
+
+void PutReport(Writer& w, const FailoverReport& m) {
   w.U32(m.epoch);
   w.U32(m.server_index);
   w.U64(m.dead_mask);
   w.U64(m.first_unplanned);
   PutSeqs(w, m.needing);
+}
+
+bool GetReport(Reader& r, FailoverReport* f) {
+  return r.U32(&f->epoch) && r.U32(&f->server_index) && r.U64(&f->dead_mask) && r.U64(&f->first_unplanned) &&
+         GetSeqs(r, &f->needing);
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeFailover(const FailoverReport& m) {
+  Writer w(MsgType::kFailover);
+  PutReport(w, m);
+  return w.Take();
+}
+
+std::vector<uint8_t> EncodeFailoverRelay(uint32_t rank, const FailoverReport& m) {
+  Writer w(MsgType::kFailoverRelay);
+  w.U32(rank);
+  PutReport(w, m);
   return w.Take();
 }
 
@@ -342,10 +362,13 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     }
     case MsgType::kFailover: {
       FailoverReport& f = out->report;
-      if (!r.U32(&f.epoch) || !r.U32(&f.server_index) || !r.U64(&f.dead_mask) || !r.U64(&f.first_unplanned) ||
-          !GetSeqs(r, &f.needing)) {
-        return Truncated("failover");
-      }
+      if (!GetReport(r, &f)) return Truncated("failover");
+      if (f.server_index >= 64) return ProtocolError("failover names server index " + std::to_string(f.server_index));
+      return Status::Ok();
+    }
+    case MsgType::kFailoverRelay: {
+      FailoverReport& f = out->report;
+      if (!r.U32(&out->relay_rank) || !GetReport(r, &f)) return Truncated("failover relay");
       if (f.server_index >= 64) return ProtocolError("failover names server index " + std::to_string(f.server_index));
       return Status::Ok();
     }

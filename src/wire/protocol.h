@@ -59,6 +59,8 @@ enum class MsgType : uint16_t {
   kNotice = 16,
   kEpoch = 17,
   kHeartbeat = 18,
+  // A downstream server passes one of its ranks' Failover reports up its tree (docs/tree.md).
+  kFailoverRelay = 19,
 };
 
 // Hello flags. A downstream reduction server joins its parent's job as one member: its `rank` is
@@ -193,6 +195,7 @@ struct Message {
   FailoverReport report;
   FailoverAgreed agreed;
   uint64_t notice_mask = 0;
+  uint32_t relay_rank = 0;  // FailoverRelay: the rank whose report `report` is
   EpochChange epoch;
 };
 
@@ -214,6 +217,7 @@ std::vector<uint8_t> EncodeAgreed(const FailoverAgreed& m);
 std::vector<uint8_t> EncodeNotice(uint64_t dead_mask);
 std::vector<uint8_t> EncodeEpoch(const EpochChange& m);
 std::vector<uint8_t> EncodeHeartbeat();
+std::vector<uint8_t> EncodeFailoverRelay(uint32_t rank, const FailoverReport& m);
 
 // The per-chunk messages have fixed sizes; these write them into the caller's buffer so the data
 // path allocates nothing. `type` of EncodeDoneTo is kResult or kAck.

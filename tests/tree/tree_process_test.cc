@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 // Aggregation trees of real `optcast server` processes: one built from a topology file, and one
-// whose inner server is SIGKILLed mid-collective, and two trees one of whose leaves is SIGKILLed.
+// whose inner server is SIGKILLed mid-collective, and two trees one of whose leaves is SIGKILLed
+// with failover off (with it on: tree_failover_test.cc).
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -352,12 +353,12 @@ TEST(TreeProcess, InnerServerSigkilledMidCollective) {
   EXPECT_NE(st[0].message().find("upstream server"), std::string::npos) << st[0].ToString();
 }
 
-// What a tree job survives today: nothing of a dead leaf. Two trees (two leaves per rack, as
-// `optcast topology --leaves-per-rack 2` lays them out): leaf 1 of rack a dies mid-collective,
-// with failover on. Its ranks cannot move to leaf 0 (tree 0 would then carry rack a's stripe 1,
-// which root 1 waits for), so every rank of the job, in both racks, ends with an error within the
-// bound instead of a hang or a wrong result.
-TEST(TreeProcess, ALeafSigkilledFailsEveryRankOfTheJobWithAClearError) {
+// What a tree job with failover off does when a leaf dies (tree_failover_test.cc has it with
+// failover on). Two trees (two leaves per rack, as `optcast topology --leaves-per-rack 2` lays
+// them out): leaf 1 of rack a dies mid-collective. Ranks 0 and 1 lose it, and the rest of tree 1
+// fails the job for ranks 2 and 3, so every rank of the job, in both racks, ends with an error
+// within the bound instead of a hang or a wrong result.
+TEST(TreeProcess, ALeafSigkilledWithFailoverOffFailsEveryRankOfTheJobWithAClearError) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
   const std::string timeout_ms = "8000";
   daemon::ServerProcess root0, root1, a0, a1, b0, b1;
@@ -383,7 +384,7 @@ TEST(TreeProcess, ALeafSigkilledFailsEveryRankOfTheJobWithAClearError) {
       e2e::CommConfig c;
       c.chunk_bytes = 8192;
       c.timeout = milliseconds(30000);
-      c.failover = true;
+      c.failover = false;
       std::unique_ptr<Communicator> comm;
       st[r] = e2e::MakeComm(rank_servers[r], job, n, r, c, &comm);
       const size_t count = 1 << 17;
@@ -409,9 +410,8 @@ TEST(TreeProcess, ALeafSigkilledFailsEveryRankOfTheJobWithAClearError) {
     const auto waited = std::chrono::duration_cast<milliseconds>(failed_at[r] - killed_at).count();
     EXPECT_LT(waited, 8000) << "rank " << r << " learned of the failure after " << waited
                             << " ms: " << st[r].ToString();
-    // Which error comes first depends on timing: the surviving leaf refusing rank 0's failover
-    // report ("this job spans an aggregation tree"), or root 1 failing the job when the leaf's
-    // connection dropped; either names the server that failed the job.
+    // Rack a's ranks name the leaf they lost; rack b's, their leaf 1, which passes on root 1's
+    // error (its downstream server disconnected).
     EXPECT_NE(st[r].message().find("server 127.0.0.1:"), std::string::npos) << "rank " << r << ": " << st[r].ToString();
   }
 }

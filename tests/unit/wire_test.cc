@@ -266,6 +266,13 @@ TEST(WireRoundTrip, FailoverMessages) {
   EXPECT_EQ(out.report.dead_mask, 0x9u);
   EXPECT_EQ(out.report.first_unplanned, r.first_unplanned);
   EXPECT_EQ(out.report.needing, r.needing);
+  // A downstream server passes a rank's report up its tree with the rank's number.
+  ASSERT_TRUE(DecodeBytes(EncodeFailoverRelay(77, r), &out).ok());
+  EXPECT_EQ(out.type, MsgType::kFailoverRelay);
+  EXPECT_EQ(out.relay_rank, 77u);
+  EXPECT_EQ(out.report.server_index, 5u);
+  EXPECT_EQ(out.report.first_unplanned, r.first_unplanned);
+  EXPECT_EQ(out.report.needing, r.needing);
   FailoverAgreed a{3, 0x30, 99, {1, 2}};
   ASSERT_TRUE(DecodeBytes(EncodeAgreed(a), &out).ok());
   EXPECT_EQ(out.type, MsgType::kAgreed);
@@ -294,7 +301,8 @@ TEST(WireRoundTrip, FailoverMessages) {
 }
 
 TEST(WireRoundTrip, LaterMessageTypesKeepTheirDocumentedNumbers) {
-  // docs/protocol.md: StallQuery and StallReport are 12 and 13, the failover messages 14 to 18.
+  // docs/protocol.md: StallQuery and StallReport are 12 and 13, the failover messages 14 to 18, the
+  // relayed report 19.
   EXPECT_EQ(GetU16(EncodeStallQuery(1), 2), 12);
   EXPECT_EQ(GetU16(EncodeStallReport(StallReport{1, "0"}), 2), 13);
   EXPECT_EQ(GetU16(EncodeFailover(FailoverReport{}), 2), 14);
@@ -302,6 +310,7 @@ TEST(WireRoundTrip, LaterMessageTypesKeepTheirDocumentedNumbers) {
   EXPECT_EQ(GetU16(EncodeNotice(1), 2), 16);
   EXPECT_EQ(GetU16(EncodeEpoch(EpochChange{}), 2), 17);
   EXPECT_EQ(GetU16(EncodeHeartbeat(), 2), 18);
+  EXPECT_EQ(GetU16(EncodeFailoverRelay(0, FailoverReport{}), 2), 19);
 }
 
 TEST(WireRoundTrip, ChunkFlags) {
@@ -346,7 +355,7 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
 }
 
 TEST(WireDecode, RejectsUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{19}, uint16_t{20}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{20}, uint16_t{21}, uint16_t{0x100}, uint16_t{0xffff}}) {
     std::vector<uint8_t> bytes = EncodeBye();
     PutU16(bytes, 2, t);
     Message out;
