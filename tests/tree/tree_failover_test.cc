@@ -151,6 +151,16 @@ struct JobRun {
     }
     for (auto& t : threads) t.join();
   }
+
+  // Every rank completed every round after exactly one failover, with the same bits as rank 0.
+  void ExpectEveryRankCompletedAfterOneFailover(int rounds) const {
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+      ASSERT_EQ(hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
+      EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r << " got other bits than rank 0";
+      EXPECT_EQ(stats[r].failovers, 1u) << "rank " << r;
+    }
+  }
 };
 
 // Leaf 1 of rack a dies mid-allreduce: ranks 0 and 1 lose it, ranks 2 and 3 learn of it from
@@ -167,13 +177,8 @@ TEST(TreeFailover, ALeafSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
   const int rounds = 24;
   run.Run(trees, rounds, {{3, [&] { trees.a1.Signal(SIGKILL); }}});
   ASSERT_TRUE(run.killed) << "the trees never completed 3 collectives: " << run.st[0].ToString();
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(run.st[r].ok()) << "rank " << r << ": " << run.st[r].ToString();
-    ASSERT_EQ(run.hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
-    EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " got other bits than rank 0";
-    EXPECT_EQ(run.stats[r].failovers, 1u) << "rank " << r;
-    EXPECT_EQ(run.stats[r].servers_left, 1u) << "rank " << r;
-  }
+  ASSERT_NO_FATAL_FAILURE(run.ExpectEveryRankCompletedAfterOneFailover(rounds));
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(run.stats[r].servers_left, 1u) << "rank " << r;
   // Tree 0's servers applied the failover; tree 1's gave the job up and hold nothing of it.
   for (daemon::ServerProcess* s : {&trees.root0, &trees.a0, &trees.b0}) {
     EXPECT_EQ(Metric(*s, "optcast_failovers_total"), 1) << s->Output();
@@ -196,12 +201,7 @@ TEST(TreeFailover, ARootSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
   const int rounds = 12;
   run.Run(trees, rounds, {{3, [&] { trees.root1.Signal(SIGKILL); }}});
   ASSERT_TRUE(run.killed) << "the trees never completed 3 collectives: " << run.st[0].ToString();
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(run.st[r].ok()) << "rank " << r << ": " << run.st[r].ToString();
-    ASSERT_EQ(run.hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
-    EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " got other bits than rank 0";
-    EXPECT_EQ(run.stats[r].failovers, 1u) << "rank " << r;
-  }
+  ASSERT_NO_FATAL_FAILURE(run.ExpectEveryRankCompletedAfterOneFailover(rounds));
 }
 
 // Two trees of depth 3 (root, inner server, a leaf per rack), servers on threads of this process:
@@ -225,12 +225,7 @@ TEST(TreeFailover, AnInnerServerOfOneOfTwoDepth3TreesStoppedMovesTheJobToTheOthe
       },
       shape, rounds, {{3, [&] { farm.Kill(5); }}});
   ASSERT_TRUE(run.killed) << "the trees never completed 3 collectives: " << run.st[0].ToString();
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(run.st[r].ok()) << "rank " << r << ": " << run.st[r].ToString();
-    ASSERT_EQ(run.hashes[r].size(), static_cast<size_t>(rounds)) << "rank " << r;
-    EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " got other bits than rank 0";
-    EXPECT_EQ(run.stats[r].failovers, 1u) << "rank " << r;
-  }
+  ASSERT_NO_FATAL_FAILURE(run.ExpectEveryRankCompletedAfterOneFailover(rounds));
   // Tree 0's inner server applied the failover too, and the rest of tree 1 holds nothing of the job.
   for (int node : {0, 1, 2, 3}) {
     EXPECT_NE(farm.server(node).metrics().Render().find("\noptcast_failovers_total 1"), std::string::npos)
