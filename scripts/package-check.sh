@@ -62,8 +62,10 @@ for script in postinst prerm postrm; do
   [[ -x $control/$script ]] || fail "optcast has no executable $script"
 done
 pass "optcast: conffile and maintainer scripts"
-dpkg-deb --fsys-tarfile "$(deb optcast)" | tar -xO ./usr/lib/systemd/system/optcast-server.service |
-  grep -q '^ExecStart=/usr/bin/optcast server --config /etc/optcast/server.yaml' ||
+# Read whole before matching: grep -q stops at the first match, and with pipefail the writer's
+# SIGPIPE would then fail the pipeline.
+unit=$(dpkg-deb --fsys-tarfile "$(deb optcast)" | tar -xO ./usr/lib/systemd/system/optcast-server.service)
+grep -q '^ExecStart=/usr/bin/optcast server --config /etc/optcast/server.yaml' <<<"$unit" ||
   fail "the packaged unit does not start /usr/bin/optcast"
 pass "the packaged unit starts /usr/bin/optcast"
 depends=$(field optcast Depends)
@@ -129,7 +131,8 @@ pass "postinst made /etc/optcast/secret (mode 600)"
 in_root systemd-analyze verify /usr/lib/systemd/system/optcast-server.service ||
   fail "systemd-analyze verify refused the unit"
 pass "systemd-analyze verify accepts optcast-server.service"
-in_root ldd /usr/lib/libnccl-net-optcast.so | grep -q "not found" && fail "the plugin misses a library in Debian 12"
+plugin_libs=$(in_root ldd /usr/lib/libnccl-net-optcast.so)
+grep -q "not found" <<<"$plugin_libs" && fail "the plugin misses a library in Debian 12"
 pass "the plugin's libraries all resolve in Debian 12"
 
 # The unit's ExecStart, as the unit runs it: an unprivileged user, the secret as a credential
