@@ -95,12 +95,7 @@ Status FailoverCoordinator::Collect(const std::shared_ptr<Job>& job, ConnState* 
     }
     return Status::Ok();
   }
-  if (r.epoch > fo.round_epoch) {
-    fo.round_epoch = r.epoch;
-    fo.reports.clear();
-    fo.noticed.clear();
-  }
-  fo.reports[rank] = r;
+  fo.Record(rank, r);
   if (FailIfARankLeft(job)) return Status(Code::kCancelled, "job failed");
   uint64_t all_dead = 0;
   for (const auto& [reporter, rep] : fo.reports) all_dead |= rep.dead_mask;

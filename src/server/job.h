@@ -101,6 +101,16 @@ struct JobFailover {
   std::vector<uint8_t> last_agreed;
   std::unordered_map<uint32_t, wire::FailoverReport> reports;  // by rank, this round
   std::unordered_map<uint32_t, uint64_t> noticed;              // the dead set last told each rank
+
+  // Keeps `rank`'s report for this round; a report from a later epoch starts a new round.
+  void Record(uint32_t rank, const wire::FailoverReport& r) {
+    if (r.epoch > round_epoch) {
+      round_epoch = r.epoch;
+      reports.clear();
+      noticed.clear();
+    }
+    reports[rank] = r;
+  }
 };
 
 // A job: a 128-bit id and its ranks' connections.

@@ -40,12 +40,7 @@ Status FailoverCoordinator::RelayUp(const std::shared_ptr<Job>& job, uint32_t ra
   if (own && r.epoch >= fo.round_epoch && r.epoch >= fo.agreed_through) {
     // The root waits for every rank's report; one of this server's ranks that has left can send
     // none, so this server, which sees it leave, fails the job at once.
-    if (r.epoch > fo.round_epoch) {
-      fo.round_epoch = r.epoch;
-      fo.reports.clear();
-      fo.noticed.clear();
-    }
-    fo.reports[rank] = r;
+    fo.Record(rank, r);
     if (FailIfARankLeft(job)) return Status(Code::kCancelled, "job failed");
   }
   job->tree->SendUp(loop_, metrics_, transport::MakeOutMessage(wire::EncodeFailoverRelay(rank, r), nullptr, 0));
