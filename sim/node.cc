@@ -11,7 +11,7 @@ namespace {
 // Receives kept posted: enough that arrivals are noticed when they complete, few enough that
 // waiting on them stays cheap.
 constexpr size_t kPostedReceives = 16;
-constexpr int kPerDestination = 2;
+constexpr int kPerDestination = 1;
 }  // namespace
 
 Node::Node(std::string name, sg4::Host* host, int host_flows)

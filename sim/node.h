@@ -3,9 +3,10 @@
 
 // One simulated host's event loop: an outbox, an inbox and a reduce queue, all waited on at once.
 //
-// Outbox: messages leave in the order they were queued, at most two at a time per destination (a
-// TCP connection is a FIFO byte stream; the second one's latency overlaps the first one's
-// transfer, as a stream's would), and at most `host_flows` messages at once. Since every
+// Outbox: messages leave in the order they were queued, one at a time per destination (a TCP
+// connection is a FIFO byte stream: it delivers one message after the other; two at a time let
+// the first chunk of every stripe arrive late, docs/scale.md "Calibration"), and at most
+// `host_flows` messages at once. Since every
 // flow of a host shares its link, the cap changes little but SimGrid's cost, which grows steeply
 // with concurrent flows.
 // Inbox: the host's mailbox has a permanent receiver, so transfers start as soon as they are sent

@@ -34,16 +34,20 @@ struct ChunkPolicy {
   uint64_t max_bytes;
   uint64_t shard_divisor;
 };
-// Byte streams (tcp): a message costs little beyond its bytes, so many small chunks keep the
-// pipeline short at both ends.
-inline constexpr uint64_t kMinChunkBytes = 32 * 1024;
-inline constexpr uint64_t kMaxChunkBytes = 64 * 1024;
-inline constexpr ChunkPolicy kStreamChunks{kMinChunkBytes, kMaxChunkBytes, 16};
+// Byte streams (tcp): chunks of 32 KiB at every size. Each round of chunks through a server's
+// port is what filling and draining the pipeline costs, so smaller chunks shorten both ends, while
+// every chunk costs a send, a wake-up and a reduction call on each side. On the emulated cluster
+// (8 workers, 8 servers, links without burst) 32 KiB beat 64 KiB at every size from 4 to 64 MiB,
+// at 500 Mbit/s / MTU 1500 and at 200 Mbit/s / MTU 9000 (8 MiB: 79-82% of the bound against
+// 72-74%, and 90% against 77%), and beat 16-24 KiB at 500 Mbit/s, where the machine's CPU is the
+// limit (docs/benchmarks.md, "Chunk size at every size").
+inline constexpr uint64_t kStreamChunkBytes = 32 * 1024;
+inline constexpr ChunkPolicy kStreamChunks{kStreamChunkBytes, kStreamChunkBytes, 1};
 // Aggregation trees over byte streams: a chunk crosses a leaf and then a root, which waits for
 // that chunk index from all its members before it answers, so filling and draining the two
 // levels costs several rounds of a stripe. More, smaller chunks per stripe keep that share small
-// (docs/scale.md, "Chunks in a tree"): at 1024 workers a leaf's 2 MiB stripe goes from 32 chunks
-// to 128, and on the emulated cluster a depth-2 tree at 500 Mbit/s went from 51-63% of its bound
+// (docs/scale.md, "Chunks in a tree"): at 1024 workers a leaf's 2 MiB stripe goes from 32 chunks (of 64 KiB, the flat
+// servers' chunk then) to 128, and on the emulated cluster a depth-2 tree at 500 Mbit/s went from 51-63% of its bound
 // with 64 KiB chunks to 91-94% with 32 KiB or 16 KiB, at 16 and 64 MiB.
 inline constexpr ChunkPolicy kTreeStreamChunks{16 * 1024, 32 * 1024, 128};
 // Fabrics (ofi): every message pays a completion and, above the provider's eager size, a

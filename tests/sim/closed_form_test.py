@@ -69,9 +69,9 @@ class Servers(unittest.TestCase):
         self.check(16, 4, 16 * MIB)
 
     def test_client_chunking_rules(self):
-        # 16 MiB over 8 servers: 2 MiB stripes, a sixteenth is 128 KiB, capped at 64 KiB.
+        # 16 MiB over 8 servers: 2 MiB stripes, cut into the client's 32 KiB chunks.
         r = self.check(8, 8, 16 * MIB)
-        self.assertEqual((r["stripes"], r["chunk_bytes"]), (8, 64 * 1024))
+        self.assertEqual((r["stripes"], r["chunk_bytes"]), (8, 32 * 1024))
         # 32 KiB keeps at least 8 KiB per server: 4 stripes of one 32 KiB-floor chunk each.
         r = run("--algo", "servers", "-n", 4, "-m", 8, "--bytes", 32 * 1024)
         self.assertEqual((r["stripes"], r["chunk_bytes"]), (4, 32 * 1024))

@@ -146,40 +146,25 @@ TEST(PlanChunkElems, AlwaysAtLeastOne) {
   }
 }
 
-TEST(PlanChunkElems, AutomaticChoiceBetweenMinAndMaxChunkBytes) {
+TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAtEverySize) {
   const uint64_t big_payload = 64u << 20;
   for (int dt = 0; dt < kNumDataTypes; ++dt) {
     const auto dtype = static_cast<DataType>(dt);
     const uint64_t es = DataTypeSize(dtype);
-    // Small messages: one chunk of the minimum size (the whole message fits).
-    EXPECT_EQ(ChooseChunkElems(dtype, 1, 1, 0, big_payload), kMinChunkBytes / es);
-    EXPECT_EQ(ChooseChunkElems(dtype, 1000, 4, 0, big_payload), kMinChunkBytes / es);
-    // Huge messages: chunks of the maximum size.
-    EXPECT_EQ(ChooseChunkElems(dtype, uint64_t{1} << 34, 2, 0, big_payload), kMaxChunkBytes / es);
-    // In between: a sixteenth of the largest shard, in whole 4 KiB pages.
-    const uint64_t mid_shard = 16 * (kMinChunkBytes + 4096);  // -> chunks of kMinChunkBytes + 4 KiB
-    if (mid_shard / 16 < kMaxChunkBytes) {
-      EXPECT_EQ(ChooseChunkElems(dtype, 2 * mid_shard / es, 2, 0, big_payload), (kMinChunkBytes + 4096) / es)
-          << DataTypeName(dtype);
-    }
-    for (uint64_t c = 1; c < (uint64_t{1} << 30); c = c * 3 + 1) {
-      for (int ns : {1, 2, 3, 5}) {
-        const uint64_t elems = ChooseChunkElems(dtype, c, ns, 0, big_payload);
-        const uint64_t bytes = elems * es;
-        EXPECT_GE(bytes + es, kMinChunkBytes) << DataTypeName(dtype) << " count=" << c;
-        EXPECT_LE(bytes, kMaxChunkBytes) << DataTypeName(dtype) << " count=" << c;
-        // A shard of at least 16 maximum chunks is cut into maximum chunks; a shard of at most 16
-        // minimum chunks into minimum ones (or fewer, when it is smaller than one).
-        const uint64_t shard_bytes = Shard(c, ns, 0).len * es;
-        if (shard_bytes >= 16 * kMaxChunkBytes) {
-          EXPECT_EQ(bytes, kMaxChunkBytes / es * es);
-        }
-        if (shard_bytes <= 16 * kMinChunkBytes) {
-          EXPECT_EQ(bytes, kMinChunkBytes / es * es);
-        }
+    for (uint64_t c = 1; c < (uint64_t{1} << 34); c = c * 3 + 1) {
+      for (int ns : {1, 2, 3, 5, 8}) {
+        // Whole elements of at most 32 KiB, less than one element short of it: a shard smaller
+        // than that is one chunk.
+        const uint64_t bytes = ChooseChunkElems(dtype, c, ns, 0, big_payload) * es;
+        EXPECT_LE(bytes, 32u << 10) << DataTypeName(dtype) << " count=" << c << " servers=" << ns;
+        EXPECT_GT(bytes + es, 32u << 10) << DataTypeName(dtype) << " count=" << c << " servers=" << ns;
       }
     }
   }
+  const auto f32 = DataType::kFloat32;
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{1} << 20) / 4, 8, 0, big_payload), 8192u) << "1 MiB on 8 servers";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, big_payload), 8192u) << "256 MiB on 2 servers";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, 16 << 10), 4096u) << "the servers' cap wins";
 }
 
 TEST(PlanChunkElems, TreePolicyCutsA128thOfTheStripeBetween16And32KiB) {
@@ -191,11 +176,11 @@ TEST(PlanChunkElems, TreePolicyCutsA128thOfTheStripeBetween16And32KiB) {
   EXPECT_EQ(chunk_bytes(uint64_t{64} << 20, 32), 16u << 10) << "1024 workers, 32 trees: 2 MiB stripes in 128";
   EXPECT_EQ(chunk_bytes(uint64_t{12} << 20, 4), 24u << 10) << "3 MiB stripes";
   EXPECT_EQ(chunk_bytes(uint64_t{16} << 20, 4), 32u << 10) << "4 MiB stripes";
-  EXPECT_EQ(chunk_bytes(uint64_t{64} << 20, 2), 32u << 10) << "32 MiB stripes: capped at half the flat cap";
+  EXPECT_EQ(chunk_bytes(uint64_t{64} << 20, 2), 32u << 10) << "32 MiB stripes: capped";
   EXPECT_EQ(chunk_bytes(uint64_t{1} << 20, 2), 16u << 10) << "the floor";
   EXPECT_EQ(chunk_bytes(4096, 2), 16u << 10) << "a small message is one chunk of the floor";
-  // Flat servers cut the same 2 MiB stripes into 64 KiB.
-  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{64} << 20) / 4, 32, 0, big_payload) * 4, kMaxChunkBytes);
+  // Flat servers cut the same 2 MiB stripes into 32 KiB.
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{64} << 20) / 4, 32, 0, big_payload) * 4, kStreamChunkBytes);
 }
 
 TEST(PlanChunkElems, FabricPolicyCutsAQuarterOfTheShardBetween256KiBAnd1MiB) {
@@ -213,7 +198,7 @@ TEST(PlanChunkElems, FabricPolicyCutsAQuarterOfTheShardBetween256KiBAnd1MiB) {
   EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 0, 64 << 10, kFabricChunks), (64u << 10) / 4)
       << "and the servers' max payload still caps";
   // The stream policy is the default and unchanged.
-  EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 0, big_payload), kMaxChunkBytes / 4);
+  EXPECT_EQ(ChooseChunkElems(f32, uint64_t{256} << 20, 2, 0, big_payload), kStreamChunkBytes / 4);
 }
 
 TEST(PlanChunkElems, ChunkCountFitsTheWireField) {
