@@ -46,9 +46,10 @@ inline constexpr ChunkPolicy kStreamChunks{kStreamChunkBytes, kStreamChunkBytes,
 // Aggregation trees over byte streams: a chunk crosses a leaf and then a root, which waits for
 // that chunk index from all its members before it answers, so filling and draining the two
 // levels costs several rounds of a stripe. More, smaller chunks per stripe keep that share small
-// (docs/scale.md, "Chunks in a tree"): at 1024 workers a leaf's 2 MiB stripe goes from 32 chunks (of 64 KiB, the flat
-// servers' chunk then) to 128, and on the emulated cluster a depth-2 tree at 500 Mbit/s went from 51-63% of its bound
-// with 64 KiB chunks to 91-94% with 32 KiB or 16 KiB, at 16 and 64 MiB.
+// (docs/scale.md, "Chunks in a tree"): at 1024 workers a leaf's 2 MiB stripe goes from 32 chunks
+// (of 64 KiB, the flat servers' chunk then) to 128, and on the emulated cluster a depth-2 tree at
+// 500 Mbit/s went from 51-63% of its bound with 64 KiB chunks to 91-94% with 32 KiB or 16 KiB, at
+// 16 and 64 MiB.
 inline constexpr ChunkPolicy kTreeStreamChunks{16 * 1024, 32 * 1024, 128};
 // Fabrics (ofi): every message pays a completion and, above the provider's eager size, a
 // rendezvous round trip, so fewer, larger chunks (docs/benchmarks.md, "chunk size over ofi").
