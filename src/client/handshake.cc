@@ -5,6 +5,8 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <deque>
+#include <iterator>
 #include <span>
 #include <utility>
 #include <vector>
@@ -17,29 +19,32 @@
 namespace optcast::client {
 namespace {
 
-// Takes the meta of one payload-free message: the answers to a hello or a proof.
+// Takes the metas of payload-free messages, in order: the answers to a hello or a proof, and
+// whatever a read hands over behind them (one read may deliver several messages).
 class ReplyCatcher final : public transport::MessageHandler {
  public:
   Status OnMessageMeta(transport::Connection&, std::span<const uint8_t> meta, uint64_t payload_len,
                        uint8_t**) override {
-    if (payload_len != 0 || got) {
+    if (payload_len != 0) {
       return ProtocolError("the server answered with bytes that are not an Optcast welcome; is it an Optcast server?");
     }
-    this->meta.assign(meta.begin(), meta.end());
-    got = true;
+    metas.emplace_back(meta.begin(), meta.end());
     return Status::Ok();
   }
   Status OnMessageComplete(transport::Connection&) override { return Status::Ok(); }
-  std::vector<uint8_t> meta;
-  bool got = false;
+  std::deque<std::vector<uint8_t>> metas;
 };
 
 // Sends one message and waits for the one answer, before the connection carries collectives.
-Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadline deadline,
+Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadline deadline, ReplyCatcher& catcher,
                 std::vector<uint8_t>* reply) {
   conn.Send(transport::MakeOutMessage(request, nullptr, 0));
-  ReplyCatcher catcher;
   for (;;) {
+    if (!catcher.metas.empty()) {
+      *reply = std::move(catcher.metas.front());
+      catcher.metas.pop_front();
+      return Status::Ok();
+    }
     OPTCAST_RETURN_IF_ERROR(conn.Flush());
     const short want =
         static_cast<short>(POLLIN | (conn.HasPendingWrites() && !conn.WritesSignalReadable() ? POLLOUT : 0));
@@ -48,11 +53,8 @@ Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadl
     const int rc = ::poll(&p, 1, std::min(deadline.RemainingMs(), 50));
     if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
       Status st = conn.ReadAvailable(catcher);
-      if (catcher.got) {
-        *reply = std::move(catcher.meta);
-        return Status::Ok();
-      }
-      OPTCAST_RETURN_IF_ERROR(st);
+      // An answer that came before the connection failed is still the answer (an Error, say).
+      if (catcher.metas.empty()) OPTCAST_RETURN_IF_ERROR(st);
     }
   }
 }
@@ -75,10 +77,11 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
                            "use)");
   const Deadline d = Deadline::After(opts.timeout);
   std::vector<uint8_t> next = join.HelloMeta();
+  ReplyCatcher catcher;
   while (!join.welcomed()) {
     std::vector<uint8_t> meta;
     wire::Message reply;
-    Status st = Exchange(*conn, std::move(next), d, &meta);
+    Status st = Exchange(*conn, std::move(next), d, catcher, &meta);
     if (st.ok()) st = wire::Decode(meta, &reply);
     if (!st.ok()) return Status(st.code(), peer + ": " + st.message());
     OPTCAST_RETURN_IF_ERROR(join.OnMessage(reply, &next));
@@ -87,6 +90,7 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   out->max_payload = join.max_payload();
   out->in_tree = join.in_tree();
   out->conn = std::move(conn);
+  out->early.assign(std::make_move_iterator(catcher.metas.begin()), std::make_move_iterator(catcher.metas.end()));
   return Status::Ok();
 }
 

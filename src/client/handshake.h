@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 #include "optcast/communicator.h"
@@ -23,6 +24,10 @@ struct JoinedServer {
   uint64_t max_payload = 0;
   bool in_tree = false;  // the server is part of an aggregation tree
   std::unique_ptr<transport::Connection> conn;
+  // Messages that arrived right behind the welcome, in order (payload-free: the rank has sent no
+  // chunk yet). A transport may hand several messages to one read, and one of them may be the
+  // job's failure: the caller handles them before anything it reads later.
+  std::vector<std::vector<uint8_t>> early;
 };
 
 // Dials `server` ("host:port") within connect_deadline and joins the job of `opts` on it as

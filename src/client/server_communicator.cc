@@ -111,6 +111,8 @@ struct ServerLink {
   // Aggregation tree: the job dropped this server's tree while its connection still worked; the
   // server was told, and what it sends is thrown away until it closes (LoseServer).
   bool leaving = false;
+  // What the server sent right behind its welcome (JoinedServer::early), handled first.
+  std::vector<std::vector<uint8_t>> early;
 };
 
 // Request spans of every communicator in the process share one trace: ids carry the communicator.
@@ -151,6 +153,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       link.max_payload = joined.max_payload;
       in_tree_ = in_tree_ || joined.in_tree;
       link.conn = std::move(joined.conn);
+      link.early = std::move(joined.early);
       servers_.push_back(std::move(link));
     }
     min_max_payload_ = UINT64_MAX;
@@ -593,6 +596,22 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     return st;
   }
 
+  // Hands each link's messages that came behind its welcome to the handler, as if read now.
+  void ReadEarlyMessages() {
+    for (ServerLink& s : servers_) {
+      if (s.early.empty()) continue;
+      std::vector<std::vector<uint8_t>> early;
+      early.swap(s.early);
+      for (const std::vector<uint8_t>& meta : early) {
+        if (s.failed) break;
+        uint8_t* unused = nullptr;
+        Status st = OnMessageMeta(*s.conn, meta, 0, &unused);
+        if (st.ok()) st = OnMessageComplete(*s.conn);
+        if (!st.ok()) FailLink(s, st);
+      }
+    }
+  }
+
   static void ReturnCredit(ServerLink* link, uint64_t bytes) { link->window.OnReturned(bytes); }
 
   // Sends chunks up to the window on every link, one chunk per link per round, so that every
@@ -632,6 +651,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   }
 
   void Progress(int timeout_ms) {
+    ReadEarlyMessages();
     FillWindows();
     FlushAll();
     if (active_.empty()) return;

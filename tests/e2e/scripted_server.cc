@@ -42,7 +42,7 @@ bool ScriptedServer::Join() {
   return ok_;
 }
 
-bool ScriptedServer::AcceptAndWelcome(int nranks, std::string* why) {
+bool ScriptedServer::AcceptAndWelcome(int nranks, std::string* why, const std::vector<uint8_t>& behind_welcome) {
   std::vector<int> accepted;
   for (int r = 0; r < nranks; ++r) {
     pollfd p{listen_fd_, POLLIN, 0};
@@ -69,7 +69,7 @@ bool ScriptedServer::AcceptAndWelcome(int nranks, std::string* why) {
       continue;
     }
     conns_by_rank_[hello.msg.hello.rank] = fd;
-    if (!SendRaw(fd, Frame(wire::EncodeWelcome({1u << 20, 30000}), 0))) {
+    if (!SendRaw(fd, Concat(Frame(wire::EncodeWelcome({1u << 20, 30000}), 0), behind_welcome))) {
       *why = "welcome not sent";
       return false;
     }

@@ -43,7 +43,8 @@ class ScriptedServer {
   const std::string& what() const { return what_; }
 
   // Accepts `nranks` connections and welcomes each one's hello; conns()[r] is rank r's.
-  bool AcceptAndWelcome(int nranks, std::string* why);
+  // `behind_welcome` goes out in the same write, right behind each welcome.
+  bool AcceptAndWelcome(int nranks, std::string* why, const std::vector<uint8_t>& behind_welcome = {});
   const std::vector<int>& conns() const { return conns_by_rank_; }
   // The next chunk on `fd` with its payload, skipping other messages.
   bool ReadChunk(int fd, ScriptedChunk* chunk, std::string* why);

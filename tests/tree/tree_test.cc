@@ -331,11 +331,6 @@ TEST(Tree, RanksCutATreesStripesFinerWithTheClientsDefaults) {
 
 // A tree carries allreduce only; other collectives fail with an error that says so.
 TEST(Tree, ReduceScatterFailsWithAClearError) {
-  if (e2e::OverFabric()) {
-    // An open bug, not a limit: docs/testing.md, "tree-ofi".
-    GTEST_SKIP() << "over ofi a rank that joined a leaf just before the leaf failed the job sometimes gets "
-                    "\"closed by the peer\" instead of the leaf's error (5 of 12 runs); runs over tcp";
-  }
   const TreeShape shape = Depth2();
   TreeFarm farm;
   ASSERT_TRUE(farm.Start(shape.parent, TreeServerOptions()).ok());
