@@ -362,6 +362,52 @@ TEST_F(EmuTest, HostQueuesGiveEachDestinationItsOwnClass) {
   EXPECT_NE(out.find("--host-queue"), std::string::npos) << out;
 }
 
+// A host cannot send faster than its link, even to many destinations at once after being idle:
+// each destination's class may burst one frame, and packets are frames (no 64 KB offload
+// packets, which HTB would let through whole). 8 x 32 KiB from one idle host at 200 Mbit/s take
+// 10.5 ms at line rate; with the link's burst (18 KB here) and a frame per destination ahead of
+// it, at least 6.9 ms. Before, the host sent it all in about 1 ms. A lower bound on time only: a
+// slow machine makes it longer, never shorter.
+TEST_F(EmuTest, AnIdleHostCannotBeatItsLinkRateToManyDestinations) {
+  std::string out;
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 8 --servers 1 --rate 200mbit --mtu 9000 --burst 18028", &out), 0)
+      << out;
+  // Each receiver answers a byte for every 32 KiB.
+  const std::string receiver =
+      "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+      "s.bind(('0.0.0.0', 9556)); s.listen(1); s.settimeout(20); c, _ = s.accept(); c.settimeout(20); n = 0\n"
+      "while True:\n  d = c.recv(65536)\n  if not d: break\n  n += len(d)\n"
+      "  while n >= 32768: n -= 32768; c.sendall(b'k')";
+  std::string receivers;
+  for (int w = 0; w < 8; ++w) {
+    receivers += "ip netns exec optcast-emu-w" + std::to_string(w) + " python3 -c \"" + receiver + "\" & ";
+  }
+  // Rounds of 32 KiB to every worker at once, written as the sockets take them, 50 ms apart; the
+  // median of the rounds after the first two (the connections past their start).
+  const std::string sender =
+      "import select, socket, time\n"
+      "conns = [socket.create_connection(('10.99.0.%d' % (i + 1), 9556), timeout=20) for i in range(8)]\n"
+      "[c.setblocking(False) for c in conns]; took = []\n"
+      "for r in range(8):\n"
+      "  time.sleep(0.05); left = {c: memoryview(b'x' * 32768) for c in conns}; acked = set(); t0 = time.monotonic()\n"
+      "  while len(acked) < len(conns):\n"
+      "    rd, wr, _ = select.select([c for c in conns if c not in acked], list(left), [], 5)\n"
+      "    for c in wr:\n"
+      "      left[c] = left[c][c.send(left[c]):]\n"
+      "      if not len(left[c]): del left[c]\n"
+      "    for c in rd:\n"
+      "      if c.recv(1): acked.add(c)\n"
+      "  took.append(time.monotonic() - t0)\n"
+      "print('%.2f' % (sorted(took[2:])[len(took[2:]) // 2] * 1000))";
+  out.clear();
+  ASSERT_EQ(Shell(receivers + "sleep 0.5; ip netns exec optcast-emu-s0 python3 -c \"" + sender + "\"; wait", &out), 0)
+      << out;
+  const double ms = std::strtod(out.c_str(), nullptr);
+  std::printf("8 x 32 KiB from an idle host at 200 Mbit/s: %.2f ms (median)\n", ms);
+  EXPECT_GE(ms, 6.9) << "256 KiB left one idle host faster than its 200 Mbit/s link allows: " << out;
+  EXPECT_LT(ms, 5000.0) << out;
+}
+
 // A worker's link cut in the middle of a job: the rank behind it and the rank still connected
 // both end with an error within the timeouts (no hang), the server survives, and teardown leaves
 // nothing behind.

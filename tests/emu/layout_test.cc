@@ -109,30 +109,52 @@ TEST(RackLayout, BadRacksAreRefusedWithTheFix) {
   EXPECT_NE(st.message().find("at most 16 racks"), std::string::npos) << st.message();
 }
 
-// The burst and cburst of every HTB class a link gets: by default 1 ms at line rate or 16 frames,
-// whichever is more; --burst sets it on every class, fair or FIFO.
-std::vector<std::string> Bursts(const std::vector<std::vector<std::string>>& cmds) {
-  std::vector<std::string> out;
+// The burst and cburst of the HTB classes a link gets, the link's own class (1:1) and the
+// per-destination classes under it apart.
+struct ClassBursts {
+  std::vector<std::string> link, per_destination;
+};
+ClassBursts Bursts(const std::vector<std::vector<std::string>>& cmds) {
+  ClassBursts out;
   for (const auto& cmd : cmds) {
+    bool link = false;
     for (size_t i = 0; i + 1 < cmd.size(); ++i) {
-      if (cmd[i] == "burst" || cmd[i] == "cburst") out.push_back(cmd[i + 1]);
+      if (cmd[i] == "classid") link = cmd[i + 1] == "1:1";
+    }
+    for (size_t i = 0; i + 1 < cmd.size(); ++i) {
+      if (cmd[i] == "burst" || cmd[i] == "cburst") (link ? out.link : out.per_destination).push_back(cmd[i + 1]);
     }
   }
   return out;
 }
 
+// The link's class: by default 1 ms at line rate or 16 frames, whichever is more; --burst sets
+// it, fair or FIFO.
 TEST(HostQueue, BurstIsOneMillisecondOrSixteenFramesUnlessSet) {
   EXPECT_EQ(HtbBurstBytes(500'000'000, 1500), 62'500u);     // 1 ms at 500 Mbit/s
   EXPECT_EQ(HtbBurstBytes(200'000'000, 9000), 16u * 9014);  // 16 jumbo frames: 5.8 ms at 200 Mbit/s
   const std::vector<std::string> dests = {"10.99.0.2", "10.99.0.101"};
   for (HostQueue q : {HostQueue::kFair, HostQueue::kFifo}) {
     const auto by_default = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, q, dests));
-    ASSERT_FALSE(by_default.empty());
-    for (const std::string& b : by_default) EXPECT_EQ(b, std::to_string(16 * 9014)) << HostQueueName(q);
+    ASSERT_EQ(by_default.link.size(), 2u) << HostQueueName(q);
+    for (const std::string& b : by_default.link) EXPECT_EQ(b, std::to_string(16 * 9014)) << HostQueueName(q);
     const auto set = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, q, dests, 18028));
-    EXPECT_EQ(set.size(), by_default.size());
-    for (const std::string& b : set) EXPECT_EQ(b, "18028") << HostQueueName(q);
+    ASSERT_EQ(set.link.size(), 2u) << HostQueueName(q);
+    for (const std::string& b : set.link) EXPECT_EQ(b, "18028") << HostQueueName(q);
   }
+}
+
+// A destination's class within its share sends without the link's class having credit, so each
+// holds one frame of burst, whatever the link's: an idle host then sends at most one frame per
+// destination faster than the link, not the link's burst to every destination at once.
+TEST(HostQueue, EachDestinationMayBurstOneFrameOnly) {
+  const std::vector<std::string> dests = {"10.99.0.2", "10.99.0.3", "10.99.0.101"};
+  for (uint64_t burst : {uint64_t{0}, uint64_t{18028}, uint64_t{1} << 20}) {
+    const auto b = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFair, dests, burst));
+    ASSERT_EQ(b.per_destination.size(), 2 * (dests.size() + 1)) << burst;  // burst and cburst; and the default class
+    for (const std::string& v : b.per_destination) EXPECT_EQ(v, "9014") << burst;
+  }
+  EXPECT_TRUE(Bursts(HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFifo, dests)).per_destination.empty());
 }
 
 TEST(HostQueue, ABurstSmallerThanAFrameIsRefusedWithTheFix) {

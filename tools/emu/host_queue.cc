@@ -25,31 +25,34 @@ std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev,
   const std::string rate = std::to_string(rate_bits) + "bit";
   // The default quantum (rate / r2q) overflows at these rates and makes the kernel warn.
   auto htb_class = [&](const std::string& parent, const std::string& id, const std::string& guaranteed,
-                       const std::string& quantum) {
-    return std::vector<std::string>{"class", "add",    "dev",  dev,        "parent", parent, "classid",
-                                    id,      "htb",    "rate", guaranteed, "ceil",   rate,   "burst",
-                                    burst,   "cburst", burst,  "quantum",  quantum};
+                       const std::string& quantum, const std::string& class_burst) {
+    return std::vector<std::string>{"class",     "add",    "dev",       dev,        "parent", parent, "classid",
+                                    id,          "htb",    "rate",      guaranteed, "ceil",   rate,   "burst",
+                                    class_burst, "cburst", class_burst, "quantum",  quantum};
   };
   std::vector<std::vector<std::string>> cmds;
   if (queue == HostQueue::kFifo) {
     // One class: rate == ceil, and its queue is the device's FIFO.
     cmds.push_back({"qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"});
-    cmds.push_back(htb_class("1:", "1:1", rate, "60000"));
+    cmds.push_back(htb_class("1:", "1:1", rate, "60000", burst));
     return cmds;
   }
   cmds.push_back({"qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "2"});
-  cmds.push_back(htb_class("1:", "1:1", rate, "60000"));
+  cmds.push_back(htb_class("1:", "1:1", rate, "60000", burst));
   // Equal guaranteed shares that add up to the link; one frame per turn, so a destination with a
-  // few frames waits for at most one frame of each busy destination.
+  // few frames waits for at most one frame of each busy destination. A class within its share
+  // sends without asking the link's class, so each may hold only one frame of burst: with the
+  // link's burst each, an idle host could send that much to every destination at once, many
+  // times what the link allows (docs/emulated-cluster.md, "Hosts cannot beat the line rate").
   const uint64_t share = std::max<uint64_t>(rate_bits / (destinations.size() + 1), 8000);
   const std::string share_text = std::to_string(share) + "bit";
   const std::string frame = std::to_string(mtu + 14);
-  cmds.push_back(htb_class("1:1", "1:2", share_text, frame));
+  cmds.push_back(htb_class("1:1", "1:2", share_text, frame, frame));
   int minor = 3;
   for (const std::string& addr : destinations) {
     char id[16];
     std::snprintf(id, sizeof(id), "1:%x", minor++);
-    cmds.push_back(htb_class("1:1", id, share_text, frame));
+    cmds.push_back(htb_class("1:1", id, share_text, frame, frame));
     cmds.push_back({"filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
                     "dst", addr + "/32", "flowid", id});
   }
