@@ -363,11 +363,10 @@ TEST_F(EmuTest, HostQueuesGiveEachDestinationItsOwnClass) {
 }
 
 // A host cannot send faster than its link, even to many destinations at once after being idle:
-// each destination's class may burst one frame, and packets are frames (no 64 KB offload
-// packets, which HTB would let through whole). 8 x 32 KiB from one idle host at 200 Mbit/s take
-// 10.5 ms at line rate; with the link's burst (18 KB here) and a frame per destination ahead of
-// it, at least 6.9 ms. Before, the host sent it all in about 1 ms. A lower bound on time only: a
-// slow machine makes it longer, never shorter.
+// every destination borrows from the link's class, which alone holds a burst. 8 x 32 KiB from
+// one idle host at 200 Mbit/s take 10.5 ms at line rate; with the link's burst (18 KB here) and
+// an offload packet (up to 64 KB) ahead of it, at least 6.9 ms. Before, the host sent it all in
+// about 1 ms. A lower bound on time only: a slow machine makes it longer, never shorter.
 TEST_F(EmuTest, AnIdleHostCannotBeatItsLinkRateToManyDestinations) {
   std::string out;
   ASSERT_EQ(Shell(optcast_ + " emu up --workers 8 --servers 1 --rate 200mbit --mtu 9000 --burst 18028", &out), 0)

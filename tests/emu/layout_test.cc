@@ -144,15 +144,23 @@ TEST(HostQueue, BurstIsOneMillisecondOrSixteenFramesUnlessSet) {
   }
 }
 
-// A destination's class within its share sends without the link's class having credit, so each
-// holds one frame of burst, whatever the link's: an idle host then sends at most one frame per
-// destination faster than the link, not the link's burst to every destination at once.
-TEST(HostQueue, EachDestinationMayBurstOneFrameOnly) {
+// A destination's class within a rate of its own would send without the link's class having
+// credit: so they have none (HTB's smallest rate) and one frame of burst, whatever the link's,
+// and borrow the link from its class, which alone holds the burst.
+TEST(HostQueue, DestinationsBorrowTheLinkAndHoldNoBurstOfTheirOwn) {
   const std::vector<std::string> dests = {"10.99.0.2", "10.99.0.3", "10.99.0.101"};
   for (uint64_t burst : {uint64_t{0}, uint64_t{18028}, uint64_t{1} << 20}) {
     const auto b = Bursts(HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFair, dests, burst));
     ASSERT_EQ(b.per_destination.size(), 2 * (dests.size() + 1)) << burst;  // burst and cburst; and the default class
     for (const std::string& v : b.per_destination) EXPECT_EQ(v, "9014") << burst;
+    for (const auto& cmd : HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFair, dests, burst)) {
+      for (size_t i = 0; i + 1 < cmd.size(); ++i) {
+        if (cmd[i] == "parent" && cmd[i + 1] == "1:1" && cmd[0] == "class") {
+          EXPECT_EQ(cmd[std::find(cmd.begin(), cmd.end(), "rate") - cmd.begin() + 1], "8kbit");
+          EXPECT_EQ(cmd[std::find(cmd.begin(), cmd.end(), "ceil") - cmd.begin() + 1], "200000000bit");
+        }
+      }
+    }
   }
   EXPECT_TRUE(Bursts(HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFifo, dests)).per_destination.empty());
 }

@@ -174,10 +174,6 @@ Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
   const std::string mtu_text = std::to_string(mtu);
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "mtu", mtu_text}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "mtu", mtu_text}, verbose));
-  // One frame per packet: HTB lets a class send whenever it has any credit left, so a 64 KB
-  // segmentation-offload packet would go out whole and leave the rate behind (a real NIC puts
-  // its frames on the wire at line rate).
-  OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "gso_max_segs", "1"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "master", kBridge}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", sw, "link", "set", h.name, "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));

@@ -39,13 +39,14 @@ std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev,
   }
   cmds.push_back({"qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "2"});
   cmds.push_back(htb_class("1:", "1:1", rate, "60000", burst));
-  // Equal guaranteed shares that add up to the link; one frame per turn, so a destination with a
-  // few frames waits for at most one frame of each busy destination. A class within its share
-  // sends without asking the link's class, so each may hold only one frame of burst: with the
-  // link's burst each, an idle host could send that much to every destination at once, many
-  // times what the link allows (docs/emulated-cluster.md, "Hosts cannot beat the line rate").
-  const uint64_t share = std::max<uint64_t>(rate_bits / (destinations.size() + 1), 8000);
-  const std::string share_text = std::to_string(share) + "bit";
+  // Every destination borrows the link from the link's class, one frame's worth of credit per
+  // turn (HTB's deficit round robin), so a destination with a few frames waits for about a frame
+  // of each busy destination, and only the link's class holds a burst. A class with a guaranteed
+  // share would send within that share without asking the link's class: with one per
+  // destination, an idle host could send a burst to every destination at once, many times what
+  // its link allows (docs/emulated-cluster.md, "Hosts cannot beat the line rate"). Packets are
+  // sent whole, segmentation-offload packets included, as a NIC sends them at line rate.
+  const std::string share_text = "8kbit";  // HTB's smallest rate: nothing of its own
   const std::string frame = std::to_string(mtu + 14);
   cmds.push_back(htb_class("1:1", "1:2", share_text, frame, frame));
   int minor = 3;
