@@ -40,7 +40,6 @@ TEST(E2eJoin, AnErrorRightBehindTheWelcomeIsWhatTheRankReports) {
     std::vector<float> in(1024, 1.0f), out(1024);
     return comm.AllReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
   });
-  server.CloseAll();
   ASSERT_TRUE(server.Join()) << server.what();
   ASSERT_FALSE(st[0].ok());
   EXPECT_EQ(st[0].code(), Code::kInvalidArgument) << st[0].ToString();
