@@ -6,9 +6,9 @@
 // message leaves a host without waiting behind the bulk transfers that host is also sending. A
 // single FIFO there would add the whole host queue to every small message, which no real host
 // does. This kernel's emulation may lack fq and fq_codel, so "fair" is built from what every
-// kernel has: HTB classes, one per destination host, served round robin one frame at a time,
-// each guaranteed an equal share and free to borrow the whole link when the others are idle.
-// Switch ports stay single FIFOs, as in commodity switches.
+// kernel has: HTB classes, one per destination host, served round robin one frame of credit at
+// a time, each borrowing the whole link from the link's class (host_queue.cc says why they have
+// no share of their own). Switch ports stay single FIFOs, as in commodity switches.
 
 #include <cstdint>
 #include <optional>
