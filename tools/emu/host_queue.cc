@@ -46,14 +46,14 @@ std::vector<std::vector<std::string>> HostEgressCommands(const std::string& dev,
   // destination, an idle host could send a burst to every destination at once, many times what
   // its link allows (docs/emulated-cluster.md, "Hosts cannot beat the line rate"). Packets are
   // sent whole, segmentation-offload packets included, as a NIC sends them at line rate.
-  const std::string share_text = "8kbit";  // HTB's smallest rate: nothing of its own
+  const std::string own_rate = "8kbit";  // HTB's smallest rate: nothing of its own
   const std::string frame = std::to_string(mtu + 14);
-  cmds.push_back(htb_class("1:1", "1:2", share_text, frame, frame));
+  cmds.push_back(htb_class("1:1", "1:2", own_rate, frame, frame));
   int minor = 3;
   for (const std::string& addr : destinations) {
     char id[16];
     std::snprintf(id, sizeof(id), "1:%x", minor++);
-    cmds.push_back(htb_class("1:1", id, share_text, frame, frame));
+    cmds.push_back(htb_class("1:1", id, own_rate, frame, frame));
     cmds.push_back({"filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
                     "dst", addr + "/32", "flowid", id});
   }
