@@ -221,6 +221,11 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--channels", opts->channels, "NCCL channels sharing the plugin's one collComm")
       ->capture_default_str();
+  cmd->add_option("--proxy-idle-us", opts->proxy_idle_us,
+                  "When a pass of the plugin's driver finds nothing to do: 0 yields, as NCCL's proxy thread does; "
+                  "N sleeps N microseconds (for hosts that share cores, as on the emulated cluster)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--timeout-ms", opts->timeout_ms, "Give up on a stuck collective after this long")
       ->capture_default_str();
   cmd->add_flag(

@@ -44,6 +44,7 @@ struct BenchOptions {
   std::string plugin_path;                 // empty: FindPlugin's default
   size_t plugin_chunk_bytes = 512u << 10;  // NCCL's CollNet chunk: the size of each staged request
   int channels = 2;                        // NCCL channels sharing the one collComm
+  int proxy_idle_us = 0;                   // 0: the driver yields when idle, as NCCL's proxy; else sleeps
   std::string json_path;
   // Rank 0 writes one line per timed iteration here (algo, bytes, iteration, wall-clock end in
   // seconds since the epoch, duration in microseconds, failovers so far): how long each

@@ -178,6 +178,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       nccl_driver::ProxyOptions po;
       po.channels = opts.channels;
       po.chunk_bytes = opts.plugin_chunk_bytes;
+      po.idle_sleep = std::chrono::microseconds(opts.proxy_idle_us);
       po.timeout = std::chrono::milliseconds(opts.timeout_ms) + std::chrono::seconds(10);
       // NCCL's bootstrap all-gather of the listen handles is the bench's rendezvous.
       auto allgather = [&rv](const std::string& mine, std::vector<std::string>* all) {

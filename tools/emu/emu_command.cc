@@ -127,6 +127,11 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--chunk", flags->run.chunk, "Chunk size for the server path (default: automatic)");
+  run->add_option("--proxy-idle-us", flags->run.proxy_idle_us,
+                  "Algorithm plugin: the NCCL driver sleeps this long when a pass finds nothing to do (0: it "
+                  "yields, as NCCL's proxy does on a core of its own; the emulated hosts share this machine's cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   run->add_option("--json", flags->run.json_path, "Write the combined results as JSON to this file");
   run->add_option("--plot", flags->run.plot_path, "Draw algbw against size as a PNG (needs gnuplot)");
   run->add_option("--gloo-bench", flags->run.gloo_binary,

@@ -513,7 +513,9 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
             "--algo",       algo == "plugin" ? "server" : algo,
             "--timeout-ms", timeout_ms};
     // The plugin path: libnccl-net-optcast.so's CollNet driven as NCCL's proxy does.
-    if (algo == "plugin") args.insert(args.end(), {"--through", "nccl-plugin"});
+    if (algo == "plugin") {
+      args.insert(args.end(), {"--through", "nccl-plugin", "--proxy-idle-us", std::to_string(o_.proxy_idle_us)});
+    }
     if (Bounds::UsesServers(algo)) args.insert(args.end(), {"--servers", servers});
     if (Bounds::UsesServers(algo) && !o_.chunk.empty()) args.insert(args.end(), {"--chunk", o_.chunk});
     if (check != nullptr) args.insert(args.end(), {"-d", check->dtype, "-o", check->op, "-c", "1"});

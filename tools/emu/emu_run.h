@@ -17,7 +17,11 @@ struct RunOptions {
   int iters = 5;
   int warmup = 2;
   std::vector<std::string> algos{"server", "ring", "gloo"};
-  std::string chunk;           // passed to `optcast bench --chunk` when set
+  std::string chunk;  // passed to `optcast bench --chunk` when set
+  // The plugin's driver sleeps this long when idle instead of yielding (`optcast bench
+  // --proxy-idle-us`): NCCL's proxy spins on a core of its own on a real host, while here every
+  // emulated host shares the machine's few cores with the emulated links.
+  int proxy_idle_us = 50;
   std::string optcast_binary;  // default: this executable
   std::string gloo_binary;     // default: found next to this executable or in PATH
   std::string json_path;

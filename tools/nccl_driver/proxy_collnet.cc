@@ -211,7 +211,11 @@ Status ProxyCollNet::AllReduce(void* send, void* recv, size_t count, DataType dt
         return TimeoutError(fmt::format("no CollNet request completed for {} ms ({} of {} steps done)",
                                         opts_.timeout.count(), completed, nsteps));
       }
-      std::this_thread::yield();  // NCCL's proxy yields when a pass found nothing to do
+      if (opts_.idle_sleep.count() > 0) {
+        std::this_thread::sleep_for(opts_.idle_sleep);
+      } else {
+        std::this_thread::yield();  // NCCL's proxy yields when a pass found nothing to do
+      }
     }
   }
   return Status::Ok();
@@ -221,8 +225,10 @@ std::string ProxyCollNet::Describe() const {
   std::string path = t_->path();
   if (auto slash = path.rfind('/'); slash != std::string::npos) path = path.substr(slash + 1);
   return fmt::format(
-      "{} (ncclCollNetPlugin_v{}, device {}), {} channel(s) on one collComm, {} steps, {} in flight per channel", path,
-      t_->version(), props_.name, opts_.channels, Bytes(opts_.chunk_bytes), opts_.steps);
+      "{} (ncclCollNetPlugin_v{}, device {}), {} channel(s) on one collComm, {} steps, {} in flight per channel, {}",
+      path, t_->version(), props_.name, opts_.channels, Bytes(opts_.chunk_bytes), opts_.steps,
+      opts_.idle_sleep.count() > 0 ? fmt::format("idle passes sleep {} us", opts_.idle_sleep.count())
+                                   : std::string("idle passes yield"));
 }
 
 }  // namespace optcast::tools::nccl_driver

@@ -29,6 +29,11 @@ struct ProxyOptions {
   // A collective with no request completing for this long fails (the plugin's own
   // OPTCAST_TIMEOUT_MS normally reports first, with its reason).
   std::chrono::milliseconds timeout{60000};
+  // What a pass that completed and issued nothing does next. Zero: sched_yield, as NCCL's proxy
+  // thread does on a host where it has a core to itself. Above zero: sleep that long, for hosts
+  // that share cores (the emulated cluster runs 16 hosts on a few), where a spinning proxy takes
+  // the CPU that carries the other hosts' traffic.
+  std::chrono::microseconds idle_sleep{0};
 };
 
 // NCCL's bootstrap all-gather: this rank's bytes in, every rank's in rank order out.
