@@ -228,8 +228,9 @@ struct Model {
   // The round of reports being collected.
   uint32_t round_epoch = 0;
   uint32_t agreed_through = 0;
-  std::string last_agreed;  // the agreement last worked out here, announced or not
-  bool resent = false;      // sent it to one rank alone (the others hear it from its announcer)
+  std::string last_agreed;         // the agreement last worked out here, announced or not
+  uint32_t last_agreed_index = 0;  // where the ranks of that agreement placed this server
+  bool resent = false;             // sent it to one rank alone (the others hear it from its announcer)
   std::map<uint32_t, wire::FailoverReport> reports;
   std::map<uint32_t, uint64_t> noticed;
   std::vector<std::vector<std::string>> expect;  // per rank: failover messages due, in order
@@ -241,6 +242,9 @@ Outcome ApplyReport(Model& m, uint32_t rank, const wire::FailoverReport& r) {
   if (r.dead_mask == 0) return Outcome::kRankRefused;                     // reports no death
   if ((r.dead_mask >> r.server_index) & 1) return Outcome::kRankRefused;  // this server dead to itself
   if (r.epoch < m.round_epoch || r.epoch < m.agreed_through) {
+    // A rank that places this server elsewhere than the ranks of the last agreement did fails the
+    // job (its list is not theirs).
+    if (!m.last_agreed.empty() && r.server_index != m.last_agreed_index) return Outcome::kJobFails;
     // A rank behind the last agreement that lists every server before this one as dead gets it
     // again from here: its announcer may have died before it arrived.
     const uint64_t before = (uint64_t{1} << r.server_index) - 1;
@@ -287,6 +291,7 @@ Outcome ApplyReport(Model& m, uint32_t rank, const wire::FailoverReport& r) {
   }
   s += "]";
   m.last_agreed = s;
+  m.last_agreed_index = r.server_index;
   const uint64_t below = (uint64_t{1} << r.server_index) - 1;
   if ((all_dead & below) != below) return Outcome::kNothing;  // not the first server left: silent
   for (auto& e : m.expect) e.push_back(s);

@@ -82,7 +82,15 @@ Status FailoverCoordinator::Collect(const std::shared_ptr<Job>& job, ConnState* 
     // The rank has not applied a failover the job agreed on. If every server before this one
     // in its list is dead, so is the one that announced it, perhaps before the announcement
     // reached this rank: this server, first left now, announces it again (a rank ignores a
-    // failover it has already applied). Otherwise it learns of it on the way.
+    // failover it has already applied). Otherwise it learns of it on the way. Whether this
+    // server is first left is read from the place the agreeing ranks gave it: a rank that places
+    // it elsewhere would be sent an agreement that no other rank was.
+    if (!fo.last_agreed.empty() && r.server_index != fo.last_agreed_index) {
+      return jobs_.Abort(
+          job, {Code::kMismatch, fmt::format("rank {} of job {} lists this server at place {}, the other ranks at {}; "
+                                             "give every rank the same server list in the same order",
+                                             rank, job->hex, r.server_index, fo.last_agreed_index)});
+    }
     const uint64_t before = (uint64_t{1} << r.server_index) - 1;
     if (r.epoch + 1 == fo.agreed_through && (r.dead_mask & before) == before && !fo.last_agreed.empty()) {
       if (cs != nullptr) {
@@ -134,6 +142,7 @@ Status FailoverCoordinator::Collect(const std::shared_ptr<Job>& job, ConnState* 
     if (seq < boundary) agreed.recover.push_back(seq);
   }
   fo.last_agreed = wire::EncodeAgreed(agreed);
+  fo.last_agreed_index = r.server_index;
   // The first server left in the list speaks for all: every rank acts on the same announcement.
   // In a tree that is the root of the first tree left, and its announcement travels down.
   const uint64_t below = (uint64_t{1} << r.server_index) - 1;

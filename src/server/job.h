@@ -99,6 +99,9 @@ struct JobFailover {
   // That agreement, as the first server left announced it (every survivor works it out from the
   // same reports): re-sent to a rank that reports from before it once the announcer is dead too.
   std::vector<uint8_t> last_agreed;
+  // Where the ranks whose reports made that agreement place this server in their lists. A rank's
+  // list does not change order, so a later report placing it elsewhere is a misconfigured rank.
+  uint32_t last_agreed_index = 0;
   std::unordered_map<uint32_t, wire::FailoverReport> reports;  // by rank, this round
   std::unordered_map<uint32_t, uint64_t> noticed;              // the dead set last told each rank
 

@@ -92,5 +92,36 @@ TEST(E2eFailoverAgreement, WhenTheAnnouncerDiesTooTheNextServerLeftAnnouncesAgai
   }
 }
 
+// A server that agreed quietly (not first left) must not re-announce that agreement to one rank
+// because a late report places it first in that rank's list: the others never heard it, so the
+// ranks would act on different failovers. A rank whose list puts this server elsewhere than the
+// agreeing ranks did has a different list: the job fails, naming both places.
+TEST(E2eFailoverAgreement, ALateReportPlacingThisServerElsewhereFailsTheJob) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;  // at place 2 of the ranks' lists [A, B, C]
+  E2E_ASSERT_OK(farm.Start(1, TestServerOptions()));
+  const JobId job = JobId::Random();
+  int fd[2];
+  for (uint32_t r = 0; r < 2; ++r) {
+    fd[r] = RawConnect(farm.port(0));
+    ASSERT_GE(fd[r], 0);
+    ASSERT_TRUE(SendRaw(fd[r], Frame(HelloMeta(job, 2, r), 0)));
+    ASSERT_EQ(NextMessage(fd[r], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+  }
+  constexpr uint64_t kA = 1;
+  for (uint32_t r = 0; r < 2; ++r) ASSERT_TRUE(SendRaw(fd[r], ReportFrame(0, 2, kA)));
+  // B is first left and announces; this server agrees and keeps quiet.
+  EXPECT_EQ(NextMessage(fd[0], milliseconds(600)).kind, RawReply::kTimeout);
+  // Rank 0 now reports from epoch 0 with this server at place 0, as if it were its first server.
+  ASSERT_TRUE(SendRaw(fd[0], ReportFrame(0, 0, uint64_t{1} << 1)));
+  for (uint32_t r = 0; r < 2; ++r) {
+    const RawReply e = NextMessage(fd[r], milliseconds(5000));
+    ASSERT_EQ(e.msg.type, wire::MsgType::kError) << "rank " << r << ": " << e.detail;
+    EXPECT_NE(e.msg.error.text.find("lists this server at place 0, the other ranks at 2"), std::string::npos)
+        << e.msg.error.text;
+  }
+  for (int f : fd) ::close(f);
+}
+
 }  // namespace
 }  // namespace optcast::e2e
