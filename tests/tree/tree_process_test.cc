@@ -143,13 +143,17 @@ TEST(TreeProcess, TopologyFileDepth3) {
 }
 
 // A port that is free on every one of `hosts` (loopback addresses), and the next `more` ports too.
+// Probed with SO_REUSEADDR, as the server binds: a port held only by connections in TIME_WAIT
+// (many, on a machine busy with other loopback traffic) is free for it.
 uint16_t FreePortOn(const std::vector<std::string>& hosts, int more) {
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     const uint16_t base = FreePort();
     bool ok = base != 0 && base + more < 65535;
     for (const std::string& h : hosts) {
       for (int i = 0; ok && i <= more; ++i) {
         const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        const int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_port = htons(static_cast<uint16_t>(base + i));
