@@ -42,6 +42,7 @@ struct Flags {
   int shutdown_timeout_ms = 30000;
   std::string log_level = "info";
   int reduce_threads = -1;
+  double reduce_offload_share = 0.2;
   std::string metrics_listen;
   std::string trace;
   std::string config;
@@ -183,6 +184,7 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   OPTCAST_RETURN_IF_ERROR(ParseSize("--job-memory-limit", f.job_memory_limit, &opts->job_memory_limit));
   opts->job_timeout = std::chrono::milliseconds(f.timeout_ms);
   opts->reduce_threads = f.reduce_threads;
+  opts->reduce_offload_share = f.reduce_offload_share;
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
   opts->max_fan_in = f.max_fan_in;
@@ -263,6 +265,12 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "Threads reducing chunks beside the event loop (-1: usable cores minus one; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1024));
+  cmd->add_option("--reduce-offload-share", flags->reduce_offload_share,
+                  "Share of a core the reductions must have needed lately before chunks go to the reduction "
+                  "threads; below it the event loop reduces, which costs less than waking a thread (0: always the "
+                  "threads)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(kLogLevel);

@@ -11,8 +11,9 @@ namespace {
 
 // Which reductions go to the workers: those of collectives with more than one chunk on this
 // server (a pipeline, where the loop keeps receiving while workers reduce) that read at least
-// this much (all members' contributions together). A collective of one chunk is latency-bound:
-// waking a worker would cost more than the reduction itself, so the loop reduces it.
+// this much (all members' contributions together), while reducing needs a real share of a core
+// (ReduceLoad). A collective of one chunk is latency-bound: waking a worker would cost more than
+// the reduction itself, so the loop reduces it.
 constexpr uint64_t kOffloadBytes = 64 * 1024;
 
 }  // namespace
@@ -44,8 +45,8 @@ struct ChunkReduction : ReduceTask {
   }
 };
 
-ReductionDispatcher::ReductionDispatcher(ServerMetrics& metrics, JobTable& jobs, BufferPool& pool)
-    : metrics_(metrics), jobs_(jobs), pool_(pool) {}
+ReductionDispatcher::ReductionDispatcher(ServerMetrics& metrics, JobTable& jobs, BufferPool& pool, double offload_share)
+    : metrics_(metrics), jobs_(jobs), pool_(pool), load_(offload_share) {}
 
 ReductionDispatcher::~ReductionDispatcher() { StopWorkers(); }
 
@@ -68,7 +69,7 @@ void ReductionDispatcher::Reduce(const std::shared_ptr<Job>& job, CollIt cit, Sl
     return;
   }
   const bool pipelined = cit->second.desc.server_elems > sit->second.ref.count;
-  if (workers_ && pipelined && task->read_bytes >= kOffloadBytes) {
+  if (workers_ && pipelined && task->read_bytes >= kOffloadBytes && load_.WorthWorkers(Clock::now())) {
     task->job = job;
     task->coll_seq = cit->first;
     task->key = sit->first;
@@ -129,7 +130,9 @@ void ReductionDispatcher::RunHere(const std::shared_ptr<Job>& job, CollIt cit, S
     observe::TraceSpan span("reduce", "server");
     const auto t0 = Clock::now();
     st = task->Reduce();
-    metrics_.Reduced(Clock::now() - t0);
+    const auto t1 = Clock::now();
+    metrics_.Reduced(t1 - t0);
+    load_.Add(t1 - t0, t1);
     if (span.on()) {
       const uint64_t members = task->srcs.size();
       span.args() = ChunkTraceArgs(cit->second.desc, sit->second.ref, task->read_bytes / members)
@@ -159,6 +162,7 @@ void ReductionDispatcher::CollectFinished() {
         if (task->status.ok()) {
           metrics_.Reduced(task->elapsed);
           job->last_progress = Clock::now();
+          load_.Add(task->elapsed, job->last_progress);
           Deliver(job, cit, sit, task);
         } else {
           jobs_.Fail(job, {Code::kInternal, "reduction failed: " + task->status.message()});

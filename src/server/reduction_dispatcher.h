@@ -7,6 +7,7 @@
 #include "server/buffer_pool.h"
 #include "server/job.h"
 #include "server/job_table.h"
+#include "server/reduce_load.h"
 #include "server/reduce_workers.h"
 #include "server/server_metrics.h"
 
@@ -26,7 +27,8 @@ struct ChunkReduction;
 // Either way the sink hears of the result, on the loop thread.
 class ReductionDispatcher {
  public:
-  ReductionDispatcher(ServerMetrics& metrics, JobTable& jobs, BufferPool& pool);
+  // `offload_share`: ReduceLoad's threshold for handing chunks to the workers.
+  ReductionDispatcher(ServerMetrics& metrics, JobTable& jobs, BufferPool& pool, double offload_share);
   ~ReductionDispatcher();
   ReductionDispatcher(const ReductionDispatcher&) = delete;
   ReductionDispatcher& operator=(const ReductionDispatcher&) = delete;
@@ -59,6 +61,7 @@ class ReductionDispatcher {
   JobTable& jobs_;
   BufferPool& pool_;
   ReductionSink* sink_ = nullptr;
+  ReduceLoad load_;
   std::unique_ptr<ReduceWorkers> workers_;
   std::vector<std::unique_ptr<ChunkReduction>> all_tasks_;
   std::vector<ChunkReduction*> free_tasks_;

@@ -58,7 +58,7 @@ class Server::Impl : public ConnectionLoop::Events {
       : opts_(WithDefaults(std::move(o))),
         loop_(opts_, metrics_, *this),
         jobs_(opts_, metrics_, loop_),
-        dispatcher_(metrics_, jobs_, pool_),
+        dispatcher_(metrics_, jobs_, pool_, opts_.reduce_offload_share),
         collectives_(opts_, metrics_, loop_, jobs_, pool_, dispatcher_),
         tree_(opts_, metrics_, loop_, jobs_, pool_, collectives_),
         admission_(opts_, metrics_, loop_, jobs_, tree_),

@@ -55,6 +55,10 @@ struct ServerOptions {
   // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
   // 0: the event loop reduces every chunk itself.
   int reduce_threads = -1;
+  // The share of a core that reductions must have needed lately before chunks go to those threads
+  // (server/reduce_load.h): below it the loop reduces, which costs less than waking a thread.
+  // 0: every chunk that qualifies goes to the threads.
+  double reduce_offload_share = 0.2;
   // Aggregation tree (docs/tree.md): the parent server. Each job's ranks here are combined into one
   // partial that joins the parent's job as one member; the parent's result is relayed back down.
   std::optional<transport::Endpoint> upstream;

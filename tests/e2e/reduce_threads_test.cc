@@ -65,6 +65,7 @@ int ThreadsRank(Shared& sh, const std::vector<std::string>& servers, const JobId
 uint64_t RunWithThreads(int reduce_threads) {
   server::ServerOptions opts = TestServerOptions();
   opts.reduce_threads = reduce_threads;
+  opts.reduce_offload_share = 0;  // every chunk that qualifies goes to the workers, however cheap
   ServerFarm farm;
   EXPECT_TRUE(farm.Bind(2, opts).ok());
   const auto servers = farm.addresses();
