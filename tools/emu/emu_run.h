@@ -14,8 +14,12 @@ struct RunOptions {
   uint64_t min_bytes = 1u << 20;
   uint64_t max_bytes = 64u << 20;
   uint64_t factor = 4;
-  int iters = 5;
-  int warmup = 2;
+  // As `optcast bench` (and nccl-tests): steady state. A job's first collectives of a size pay
+  // for fresh memory (the copies failover keeps), which on a virtual machine whose memory the host
+  // reclaims costs ~10 ms per 2 MiB: with 2 warm-up iterations the first 1 MiB ones read half
+  // their steady speed (docs/benchmarks.md, "The first collectives of a size").
+  int iters = 20;
+  int warmup = 5;
   std::vector<std::string> algos{"server", "ring", "gloo"};
   std::string chunk;  // passed to `optcast bench --chunk` when set
   // The plugin's driver sleeps this long when idle instead of yielding (`optcast bench
