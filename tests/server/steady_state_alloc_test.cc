@@ -72,6 +72,7 @@ TEST(ServerSteadyState, AllocationsDoNotGrowWithTheChunkCount) {
   ServerOptions opts;
   opts.listen = {"127.0.0.1", 0};
   opts.reduce_threads = 1;
+  opts.reduce_offload_share = 0;  // the hand-off to the worker is part of the path under test
   Server server(opts);
   ASSERT_TRUE(server.Start().ok());
   std::thread loop([&] {
