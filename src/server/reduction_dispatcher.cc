@@ -15,6 +15,10 @@ namespace {
 // (ReduceLoad). A collective of one chunk is latency-bound: waking a worker would cost more than
 // the reduction itself, so the loop reduces it.
 constexpr uint64_t kOffloadBytes = 64 * 1024;
+// A reduction this large (a fabric's 1 MiB chunks from several members) would hold the loop for a
+// few hundred microseconds, which every other connection would wait out: it goes to a worker
+// however little the reductions have needed lately.
+constexpr uint64_t kLongReductionBytes = 2 * 1024 * 1024;
 
 }  // namespace
 
@@ -69,7 +73,9 @@ void ReductionDispatcher::Reduce(const std::shared_ptr<Job>& job, CollIt cit, Sl
     return;
   }
   const bool pipelined = cit->second.desc.server_elems > sit->second.ref.count;
-  if (workers_ && pipelined && task->read_bytes >= kOffloadBytes && load_.WorthWorkers(Clock::now())) {
+  const bool worth_a_worker = task->read_bytes >= kLongReductionBytes ||
+                              (task->read_bytes >= kOffloadBytes && load_.WorthWorkers(Clock::now()));
+  if (workers_ && pipelined && worth_a_worker) {
     task->job = job;
     task->coll_seq = cit->first;
     task->key = sit->first;
