@@ -80,6 +80,7 @@ void ReductionDispatcher::Reduce(const std::shared_ptr<Job>& job, CollIt cit, Sl
     task->coll_seq = cit->first;
     task->key = sit->first;
     task->keep.assign(sit->second.contribs.begin(), sit->second.contribs.end());
+    metrics_.ReducedOnWorker();
     workers_->Submit(task);
     return;
   }

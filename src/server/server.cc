@@ -182,6 +182,7 @@ ServerStats Server::Impl::stats() const {
   s.connections = metrics_.connections();
   s.jobs_failed = metrics_.jobs_failed();
   s.chunks_reduced = metrics_.chunks_done();
+  s.chunks_reduced_on_workers = metrics_.reduced_on_workers();
   s.bytes_in = metrics_.bytes_in();
   s.bytes_out = metrics_.bytes_out();
   s.buffer_bytes_outstanding = metrics_.buffer_bytes();

@@ -69,6 +69,7 @@ struct ServerStats {
   uint64_t connections = 0;
   uint64_t jobs_failed = 0;
   uint64_t chunks_reduced = 0;
+  uint64_t chunks_reduced_on_workers = 0;  // of which on reduction threads
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t buffer_bytes_outstanding = 0;

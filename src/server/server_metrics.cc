@@ -34,6 +34,9 @@ ServerMetrics::ServerMetrics()
       chunks_(registry_.AddCounter("optcast_server_chunks_total", "Chunks reduced (or forwarded, for all-gather)")),
       failovers_(registry_.AddCounter("optcast_failovers_total",
                                       "Failovers applied: a job's ranks moved off reduction servers that died")),
+      reduced_on_workers_(registry_.AddCounter(
+          "optcast_server_worker_reductions_total",
+          "Chunks reduced on a reduction thread rather than on the event loop (--reduce-offload-share)")),
       chunk_latency_(registry_.AddHistogram(
           "optcast_server_chunk_latency_seconds",
           "From a chunk's first contribution arriving to its result queued for every rank (waiting for "

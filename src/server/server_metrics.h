@@ -45,6 +45,8 @@ class ServerMetrics {
   uint64_t failovers() const { return failovers_.value(); }
   void ChunkDone(std::chrono::steady_clock::duration latency);
   void Reduced(std::chrono::steady_clock::duration took);
+  // A chunk handed to a reduction thread rather than reduced on the event loop.
+  void ReducedOnWorker() { reduced_on_workers_.Inc(); }
 
   struct Levels {
     int64_t jobs = 0;
@@ -63,6 +65,7 @@ class ServerMetrics {
   uint64_t bytes_in() const { return bytes_in_.value(); }
   uint64_t bytes_out() const { return bytes_out_.value(); }
   uint64_t chunks_done() const { return chunks_.value(); }
+  uint64_t reduced_on_workers() const { return reduced_on_workers_.value(); }
   uint64_t jobs() const { return static_cast<uint64_t>(jobs_.value()); }
   uint64_t connections() const { return static_cast<uint64_t>(connections_.value()); }
   uint64_t buffer_bytes() const { return static_cast<uint64_t>(buffer_bytes_.value()); }
@@ -80,6 +83,7 @@ class ServerMetrics {
   observe::Counter& jobs_created_;
   observe::Counter& chunks_;
   observe::Counter& failovers_;
+  observe::Counter& reduced_on_workers_;
   observe::Counter* collectives_[3];
   observe::Counter* errors_[11];
   observe::Histogram& chunk_latency_;
