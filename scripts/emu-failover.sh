@@ -56,7 +56,7 @@ SERVER_LIST=""
 SERVER_PIDS=()
 for ((j = 0; j < SERVERS; j++)); do
   ip netns exec "optcast-emu-s$j" "$OPTCAST" server --listen "$(server_addr "$j")" --timeout-ms 60000 \
-    --log-level warn >"$OUT/server-$j.log" 2>&1 &
+    --log-level warn --link-rate "$RATE" >"$OUT/server-$j.log" 2>&1 &
   SERVER_PIDS+=($!)
   PIDS+=($!)
   SERVER_LIST+="${SERVER_LIST:+,}$(server_addr "$j")"

@@ -42,7 +42,7 @@ trap cleanup EXIT INT TERM
 servers=""
 for j in 0 1 2 3; do
   addr="10.99.0.$((101 + j)):8918"
-  ip netns exec "optcast-emu-s$j" "$OPTCAST" server --listen "$addr" --insecure >"$OUT/server$j.log" 2>&1 &
+  ip netns exec "optcast-emu-s$j" "$OPTCAST" server --listen "$addr" --insecure --link-rate "$RATE" >"$OUT/server$j.log" 2>&1 &
   server_pids+=($!)
   servers+="${servers:+,}$addr"
 done

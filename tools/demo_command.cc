@@ -36,7 +36,7 @@ std::function<int()> AddDemoCommand(CLI::App& app) {
       emu::RunOptions ro;
       ro.spec.workers = opts->nranks;
       ro.spec.servers = opts->nservers == 2 ? opts->nranks : opts->nservers;
-      auto bits = emu::ParseRate(*rate);
+      auto bits = ParseBitRate(*rate);
       if (!bits) {
         std::fprintf(stderr, "optcast demo: --rate '%s' is not a rate like 200mbit\n", rate->c_str());
         return 2;

@@ -30,6 +30,7 @@ Status JoinHandshake::OnMessage(const wire::Message& msg, std::vector<uint8_t>* 
       welcomed_ = true;
       max_payload_ = msg.welcome.max_payload;
       in_tree_ = (msg.welcome.flags & wire::kWelcomeInTree) != 0;
+      link_rate_bits_ = msg.welcome.link_rate_bits;
       return Status::Ok();
     case wire::MsgType::kError: return Status(msg.error.code, peer_ + " refused " + member_ + ": " + msg.error.text);
     default:

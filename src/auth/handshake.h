@@ -38,6 +38,8 @@ class JoinHandshake {
   uint64_t max_payload() const { return max_payload_; }
   // The server is part of an aggregation tree (wire::kWelcomeInTree).
   bool in_tree() const { return in_tree_; }
+  // The rate of the server's port in bit/s (from its welcome; 0: unknown).
+  uint64_t link_rate_bits() const { return link_rate_bits_; }
 
  private:
   wire::Hello hello_;
@@ -49,6 +51,7 @@ class JoinHandshake {
   bool welcomed_ = false;
   uint64_t max_payload_ = 0;
   bool in_tree_ = false;
+  uint64_t link_rate_bits_ = 0;
 };
 
 }  // namespace optcast::auth

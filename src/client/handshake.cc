@@ -89,6 +89,7 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   out->address = ep.ToString();
   out->max_payload = join.max_payload();
   out->in_tree = join.in_tree();
+  out->link_rate_bits = join.link_rate_bits();
   out->conn = std::move(conn);
   out->early.assign(std::make_move_iterator(catcher.metas.begin()), std::make_move_iterator(catcher.metas.end()));
   return Status::Ok();

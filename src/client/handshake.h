@@ -23,6 +23,7 @@ struct JoinedServer {
   std::string address;  // the endpoint as dialed, for messages
   uint64_t max_payload = 0;
   bool in_tree = false;  // the server is part of an aggregation tree
+  uint64_t link_rate_bits = 0;  // the server's port rate, bit/s (0: unknown)
   std::unique_ptr<transport::Connection> conn;
   // Messages that arrived right behind the welcome, in order (payload-free: the rank has sent no
   // chunk yet). A transport may hand several messages to one read, and one of them may be the

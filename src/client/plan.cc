@@ -5,9 +5,17 @@
 
 namespace optcast::client {
 
-int ServersToUse(DataType dtype, uint64_t count, int nservers) {
+uint64_t MinShardBytes(int nranks, uint64_t link_rate_bits) {
+  if (link_rate_bits == 0 || nranks <= 0) return kMinShardBytes;
+  const double port_bytes = static_cast<double>(link_rate_bits) / 8.0 * kSmallCollectivePortSeconds;
+  const double per_rank = port_bytes / static_cast<double>(nranks);
+  if (per_rank >= static_cast<double>(kMinShardBytes)) return kMinShardBytes;
+  return std::max<uint64_t>(kMinShardBytesSlowLink, static_cast<uint64_t>(per_rank));
+}
+
+int ServersToUse(DataType dtype, uint64_t count, int nservers, int nranks, uint64_t link_rate_bits) {
   const uint64_t bytes = count * DataTypeSize(dtype);
-  const uint64_t by_size = std::max<uint64_t>(1, bytes / kMinShardBytes);
+  const uint64_t by_size = std::max<uint64_t>(1, bytes / MinShardBytes(nranks, link_rate_bits));
   return static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nservers), by_size));
 }
 

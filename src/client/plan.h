@@ -18,14 +18,27 @@ using optcast::Range;
 using optcast::Shard;
 
 // How many of the `nservers` servers a collective of `count` elements (per segment) is striped
-// over: all of them, except that a small message keeps at least kMinShardBytes per server, since
+// over: all of them, except that a small message keeps at least MinShardBytes() per server, since
 // splitting a few bytes over many servers adds hops and wake-ups without adding bandwidth.
 // Each server's port carries every rank's shard, so a floor much above a few packets makes that
 // port the bottleneck: with 8 ranks at 500 Mbit/s a 32 KiB AllReduce on 2 servers (16 KiB floor)
 // took 1.75 ms, on 4 servers 1.08 ms, on 8 (4 KiB shards, more wake-ups) 1.7 ms
 // (docs/benchmarks.md, "Small and mid-size messages after failover").
 inline constexpr uint64_t kMinShardBytes = 8 * 1024;
-int ServersToUse(DataType dtype, uint64_t count, int nservers);
+// On a slow port the port's time is what costs, not the wake-ups: the floor shrinks so that the
+// `nranks` shards a server's port carries for one small collective pass in at most this long.
+// At 500 Mbit/s and 8 ranks that is 7.8 KiB, the fixed floor measured best there; at 100 Mbit/s
+// 1.5 KiB, which took 8 and 16 KiB AllReduces from 2.4 and 3.6 MB/s to 8.7 and 11 (the ring:
+// 5.4-6.6); at 200 Mbit/s / MTU 9000 no size moved beyond the spread (docs/benchmarks.md,
+// "Small collectives and the link rate").
+inline constexpr double kSmallCollectivePortSeconds = 1.0e-3;
+// Never below this: a shard smaller than a frame saves no port time.
+inline constexpr uint64_t kMinShardBytesSlowLink = 1024;
+// The floor for a job of `nranks` ranks whose servers' ports run at `link_rate_bits` bit/s (the
+// slowest the servers announced; 0: unknown, then kMinShardBytes). The same on every rank: all
+// ranks hear the same servers.
+uint64_t MinShardBytes(int nranks, uint64_t link_rate_bits);
+int ServersToUse(DataType dtype, uint64_t count, int nservers, int nranks = 1, uint64_t link_rate_bits = 0);
 
 // How a transport wants a shard cut: a `shard_divisor`th of it, between `min_bytes` and
 // `max_bytes`, so a large message is pipelined and a small one is one chunk.

@@ -87,7 +87,8 @@ struct ServerLink {
   std::string address;
   std::unique_ptr<transport::Connection> conn;
   uint64_t max_payload = 0;
-  SendWindow window;  // chunks sent whose result/ack has not come back, and how many may be
+  uint64_t link_rate_bits = 0;  // from its welcome (0: unknown)
+  SendWindow window;            // chunks sent whose result/ack has not come back, and how many may be
   std::deque<PendingSends> queue;
   Request* rx_req = nullptr;
   bool rx_credit = false;
@@ -151,6 +152,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(opts_.servers.size())));
       link.address = std::move(joined.address);
       link.max_payload = joined.max_payload;
+      link.link_rate_bits = joined.link_rate_bits;
       in_tree_ = in_tree_ || joined.in_tree;
       link.conn = std::move(joined.conn);
       link.early = std::move(joined.early);
@@ -158,6 +160,11 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     min_max_payload_ = UINT64_MAX;
     for (auto& s : servers_) min_max_payload_ = std::min(min_max_payload_, s.max_payload);
+    for (auto& s : servers_) {
+      if (s.link_rate_bits != 0 && (link_rate_bits_ == 0 || s.link_rate_bits < link_rate_bits_)) {
+        link_rate_bits_ = s.link_rate_bits;
+      }
+    }
     for (size_t i = 0; i < servers_.size(); ++i) {
       servers_[i].index = i;
       servers_[i].conn->user_data = &servers_[i];
@@ -484,7 +491,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const CollType coll = req->desc.coll;
     const DataType dtype = req->desc.dtype;
     const uint64_t count = req->desc.count;
-    const int used = ServersToUse(dtype, count, nservers);
+    const int used = ServersToUse(dtype, count, nservers, opts_.nranks, link_rate_bits_);
     // Small collectives use fewer servers; rotating the first one spreads them over all.
     const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
     const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks
@@ -1297,6 +1304,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // A server welcomed this rank into an aggregation tree: every server of a tree job says so,
   // so every rank cuts its stripes alike.
   bool in_tree_ = false;
+  // The slowest port rate the servers announced (bit/s; 0: none did). Fixed at the join, so a
+  // failover never changes how a size is striped.
+  uint64_t link_rate_bits_ = 0;
   std::unordered_map<uint64_t, Request*> active_;
   uint64_t next_seq_ = 1;
   Status broken_;

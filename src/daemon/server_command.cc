@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "auth/secret.h"
+#include "common/bit_rate.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "config/root_placement.h"
@@ -23,6 +24,7 @@
 #include "server/server.h"
 #include "transport/ofi/provider.h"
 #include "transport/posix/congestion.h"
+#include "transport/posix/interface_rate.h"
 
 namespace optcast::daemon {
 
@@ -43,6 +45,7 @@ struct Flags {
   std::string log_level = "info";
   int reduce_threads = -1;
   double reduce_offload_share = 0.2;
+  std::string link_rate = "auto";
   std::string metrics_listen;
   std::string trace;
   std::string config;
@@ -73,6 +76,12 @@ const CLI::Validator kMilliseconds(
       return ok ? std::string() : "'" + v + "' is not a positive number of milliseconds";
     },
     "MS");
+const CLI::Validator kLinkRate(
+    [](std::string& v) {
+      if (v == "auto" || v == "unknown" || ParseBitRate(v)) return std::string();
+      return "'" + v + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'";
+    },
+    "RATE");
 const CLI::Validator kLogLevel(
     [](std::string& v) {
       for (const char* l : {"trace", "debug", "info", "warn", "error", "off"}) {
@@ -168,6 +177,31 @@ Status TreeOptions(const Flags& f, server::ServerOptions* opts) {
   return Status::Ok();
 }
 
+// --link-rate: a rate as given, "unknown", or "auto": the listening interface's speed.
+Status ResolveLinkRate(const std::string& text, server::ServerOptions* opts) {
+  if (text == "unknown") {
+    opts->link_rate_bits = 0;
+    return Status::Ok();
+  }
+  if (text != "auto") {
+    auto bits = ParseBitRate(text);
+    if (!bits) {
+      return InvalidArgument("--link-rate '" + text + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'");
+    }
+    opts->link_rate_bits = *bits;
+    return Status::Ok();
+  }
+  const transport::posix::InterfaceRate found = transport::posix::RateOfInterfaceFor(opts->listen.host);
+  opts->link_rate_bits = found.bits;
+  if (found.bits != 0) {
+    Log().info("port rate {} ({}'s speed); pass --link-rate if the port is shaped below it", FormatBitRate(found.bits),
+               found.interface);
+  } else {
+    Log().debug("no interface for {} reports a speed; port rate unknown (--link-rate sets it)", opts->listen.host);
+  }
+  return Status::Ok();
+}
+
 Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   if (!f.secret_file.empty()) {
     OPTCAST_RETURN_IF_ERROR(auth::LoadSecretFile(f.secret_file, &opts->secret));
@@ -185,6 +219,7 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   opts->job_timeout = std::chrono::milliseconds(f.timeout_ms);
   opts->reduce_threads = f.reduce_threads;
   opts->reduce_offload_share = f.reduce_offload_share;
+  OPTCAST_RETURN_IF_ERROR(ResolveLinkRate(f.link_rate, opts));
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
   opts->max_fan_in = f.max_fan_in;
@@ -271,6 +306,12 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "threads)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--link-rate", flags->link_rate,
+                  "This server's port rate each way (e.g. 100mbit, 25gbit), told to every rank: on slow ports ranks "
+                  "spread small collectives over more servers. 'auto': the listening interface's speed; 'unknown': "
+                  "none")
+      ->capture_default_str()
+      ->check(kLinkRate);
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(kLogLevel);

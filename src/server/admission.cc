@@ -77,7 +77,7 @@ Status Admission::Join(ConnState* cs, const wire::Hello& h) {
   // A root started as one (--topology) says so to its own ranks before any child has joined.
   const bool in_tree = job->tree != nullptr || opts_.upstream.has_value() || opts_.tree_root;
   wire::Welcome w{opts_.max_payload, static_cast<uint32_t>(opts_.job_timeout.count()),
-                  in_tree ? wire::kWelcomeInTree : 0u};
+                  in_tree ? wire::kWelcomeInTree : 0u, opts_.link_rate_bits};
   loop_.Send(cs, transport::MakeOutMessage(wire::EncodeWelcome(w), nullptr, 0));
   Log().debug("rank {} of job {} joined from {}", h.rank, job->hex, cs->conn->peer());
   return Status::Ok();

@@ -59,6 +59,9 @@ struct ServerOptions {
   // (server/reduce_load.h): below it the loop reduces, which costs less than waking a thread.
   // 0: every chunk that qualifies goes to the threads.
   double reduce_offload_share = 0.2;
+  // The rate of this server's port, bit/s each way, announced in every welcome (0: unknown).
+  // Ranks stripe small collectives over more servers when ports are slow (client/plan.h).
+  uint64_t link_rate_bits = 0;
   // Aggregation tree (docs/tree.md): the parent server. Each job's ranks here are combined into one
   // partial that joins the parent's job as one member; the parent's result is relayed back down.
   std::optional<transport::Endpoint> upstream;

@@ -130,6 +130,7 @@ std::vector<uint8_t> EncodeWelcome(const Welcome& m) {
   w.U64(m.max_payload);
   w.U32(m.job_timeout_ms);
   w.U32(m.flags);
+  w.U64(m.link_rate_bits);
   return w.Take();
 }
 
@@ -282,7 +283,7 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     }
     case MsgType::kWelcome: {
       if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) || !r.U32(&out->welcome.flags) ||
-          r.remaining() != 0) {
+          !r.U64(&out->welcome.link_rate_bits) || r.remaining() != 0) {
         return Truncated("welcome");
       }
       return Status::Ok();

@@ -37,7 +37,7 @@
 
 namespace optcast::wire {
 
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr uint16_t kDefaultPort = 8918;
 
 enum class MsgType : uint16_t {
@@ -87,6 +87,9 @@ struct Welcome {
   uint64_t max_payload = 0;
   uint32_t job_timeout_ms = 0;
   uint32_t flags = 0;
+  // The rate of the server's port, bit/s each way, as its operator gave it or its interface
+  // reports it; 0 when unknown. Ranks stripe small collectives by it (client/plan.h).
+  uint64_t link_rate_bits = 0;
 };
 
 struct ErrorMsg {

@@ -400,9 +400,9 @@ TEST(E2eFaults, ProtocolAbuseIsRefusedWhileAHealthyJobRuns) {
   {  // A hello of another protocol version.
     const int fd = RawConnect(port);
     auto meta = HelloMeta(JobId::Random(), 2, 0);
-    meta[0] = 4;
+    meta[0] = 5;
     ASSERT_TRUE(SendRaw(fd, Frame(meta, 0)));
-    ExpectErrorThenClose(fd, Code::kProtocol, {"version 4"}, "wrong version");
+    ExpectErrorThenClose(fd, Code::kProtocol, {"version 5"}, "wrong version");
     ::close(fd);
   }
   {  // A header announcing a payload far over the limit, before hello.

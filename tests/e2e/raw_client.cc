@@ -99,9 +99,9 @@ RawReply ReadReply(int fd) {
     r.detail = "undecodable meta: " + st.ToString();
     return r;
   }
-  // The documented layout: version 3, then the type.
-  if (meta[0] != 3 || meta[1] != 0) {
-    r.detail = "frame not of protocol version 3";
+  // The documented layout: version 4, then the type.
+  if (meta[0] != 4 || meta[1] != 0) {
+    r.detail = "frame not of protocol version 4";
     return r;
   }
   r.kind = RawReply::kFrame;

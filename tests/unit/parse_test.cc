@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "common/bit_rate.h"
 #include "optcast/job_id.h"
 #include "optcast/status.h"
 #include "optcast/types.h"
 #include "transport/endpoint.h"
+#include "transport/posix/interface_rate.h"
 
 namespace optcast {
 namespace {
@@ -69,10 +71,10 @@ TEST(Endpoint, RejectsBadInputNamingIt) {
     const char* word;
   };
   const Case cases[] = {
-      {"10.0.0.1", "no port"},  {"host:0", "bad port"},     {"host:65536", "bad port"},
-      {"host:-1", "bad port"},  {"host:abc", "bad port"},   {"host:12x", "bad port"},
-      {"host:", "no port"},     {"[::1", "without ']'"},    {"[::1]x", "expected ':'"},
-      {"[::1]", "no port"},     {"host:99999999999", "bad port"},
+      {"10.0.0.1", "no port"}, {"host:0", "bad port"},           {"host:65536", "bad port"},
+      {"host:-1", "bad port"}, {"host:abc", "bad port"},         {"host:12x", "bad port"},
+      {"host:", "no port"},    {"[::1", "without ']'"},          {"[::1]x", "expected ':'"},
+      {"[::1]", "no port"},    {"host:99999999999", "bad port"},
   };
   for (const auto& c : cases) {
     Endpoint ep;
@@ -146,13 +148,13 @@ TEST(DataTypeNames, CanonicalNamesRoundTrip) {
 
 TEST(DataTypeNames, Aliases) {
   const std::pair<const char*, DataType> cases[] = {
-      {"float", DataType::kFloat32},    {"f32", DataType::kFloat32},    {"fp32", DataType::kFloat32},
-      {"FLOAT32", DataType::kFloat32},  {"half", DataType::kFloat16},   {"f16", DataType::kFloat16},
-      {"fp16", DataType::kFloat16},     {"Half", DataType::kFloat16},   {"bf16", DataType::kBFloat16},
-      {"BF16", DataType::kBFloat16},    {"double", DataType::kFloat64}, {"f64", DataType::kFloat64},
-      {"fp64", DataType::kFloat64},     {"i8", DataType::kInt8},        {"char", DataType::kInt8},
-      {"u8", DataType::kUInt8},         {"int", DataType::kInt32},      {"i32", DataType::kInt32},
-      {"u32", DataType::kUInt32},       {"i64", DataType::kInt64},      {"u64", DataType::kUInt64},
+      {"float", DataType::kFloat32},   {"f32", DataType::kFloat32},    {"fp32", DataType::kFloat32},
+      {"FLOAT32", DataType::kFloat32}, {"half", DataType::kFloat16},   {"f16", DataType::kFloat16},
+      {"fp16", DataType::kFloat16},    {"Half", DataType::kFloat16},   {"bf16", DataType::kBFloat16},
+      {"BF16", DataType::kBFloat16},   {"double", DataType::kFloat64}, {"f64", DataType::kFloat64},
+      {"fp64", DataType::kFloat64},    {"i8", DataType::kInt8},        {"char", DataType::kInt8},
+      {"u8", DataType::kUInt8},        {"int", DataType::kInt32},      {"i32", DataType::kInt32},
+      {"u32", DataType::kUInt32},      {"i64", DataType::kInt64},      {"u64", DataType::kUInt64},
   };
   for (const auto& [name, want] : cases) {
     const auto got = ParseDataType(name);
@@ -273,6 +275,31 @@ TEST(StatusText, ToStringNamesCode) {
   for (int c = 0; c <= static_cast<int>(Code::kCancelled); ++c) {
     EXPECT_STRNE(CodeName(static_cast<Code>(c)), "unknown error") << c;
   }
+}
+
+TEST(ParseBitRate, RatesAsTcWritesThem) {
+  EXPECT_EQ(ParseBitRate("500mbit"), 500'000'000u);
+  EXPECT_EQ(ParseBitRate("25Gbit"), 25'000'000'000u);
+  EXPECT_EQ(ParseBitRate("750kbit"), 750'000u);
+  EXPECT_EQ(ParseBitRate("1.5gbit"), 1'500'000'000u);
+  EXPECT_EQ(ParseBitRate("1000000"), 1'000'000u);
+  for (const char* bad : {"", "fast", "100mbps", "10bps", "-5mbit", "50kbit", "2000gbit", "1e400"}) {
+    EXPECT_FALSE(ParseBitRate(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(FormatBitRate(500'000'000), "500mbit");
+  EXPECT_EQ(FormatBitRate(25'000'000'000), "25gbit");
+  EXPECT_EQ(FormatBitRate(1'500'000), "1500kbit");
+}
+
+TEST(InterfaceRate, SysfsSpeedIsMbitOrUnknown) {
+  EXPECT_EQ(transport::posix::ParseSysfsSpeed("10000\n"), 10'000'000'000u);
+  EXPECT_EQ(transport::posix::ParseSysfsSpeed("100"), 100'000'000u);
+  EXPECT_EQ(transport::posix::ParseSysfsSpeed("-1\n"), 0u);  // virtio, veth without carrier
+  EXPECT_EQ(transport::posix::ParseSysfsSpeed(""), 0u);      // the read failed (loopback: EINVAL)
+  EXPECT_EQ(transport::posix::ParseSysfsSpeed("0"), 0u);
+  // Loopback reports no speed, so a server there announces none.
+  EXPECT_EQ(transport::posix::RateOfInterfaceFor("127.0.0.1").bits, 0u);
+  EXPECT_EQ(transport::posix::RateOfInterfaceFor("not-an-address").bits, 0u);
 }
 
 }  // namespace

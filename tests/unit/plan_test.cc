@@ -92,6 +92,48 @@ TEST(PlanServersToUse, SmallMessagesUseFewerServers) {
   }
 }
 
+// The floor by link rate, worked by hand: the shards of `nranks` ranks through one port in at
+// most 1 ms, between 1 KiB and 8 KiB.
+TEST(PlanServersToUse, TheFloorShrinksOnSlowPorts) {
+  EXPECT_EQ(MinShardBytes(8, 0), 8192u);                     // unknown: the fixed floor
+  EXPECT_EQ(MinShardBytes(8, 100'000'000'000ull), 8192u);    // 100 Gbit/s: per-message costs rule
+  EXPECT_EQ(MinShardBytes(4, 500'000'000ull), 8192u);        // 62500 B / 4 ranks = 15625 > 8192
+  EXPECT_EQ(MinShardBytes(8, 500'000'000ull), 7812u);        // 62500 / 8
+  EXPECT_EQ(MinShardBytes(8, 200'000'000ull), 3125u);        // 25000 / 8
+  EXPECT_EQ(MinShardBytes(8, 100'000'000ull), 1562u);        // 12500 / 8
+  EXPECT_EQ(MinShardBytes(16, 500'000'000ull), 3906u);       // twice the ranks, half the floor
+  EXPECT_EQ(MinShardBytes(8, 10'000'000ull), 1024u);         // 156 B: clamped to the smallest floor
+  EXPECT_EQ(MinShardBytes(1024, 25'000'000'000ull), 3051u);  // 3125000 / 1024
+  // 8 ranks, 8 servers at 100 Mbit/s: 4 KiB goes to 2 servers, 8 KiB to 5, 16 KiB to all 8;
+  // with the port rate unknown, to 1, 1 and 2.
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 1024, 8, 8, 100'000'000ull), 2);
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 2048, 8, 8, 100'000'000ull), 5);
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 4096, 8, 8, 100'000'000ull), 8);
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 1024, 8, 8, 0), 1);
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 2048, 8, 8, 0), 1);
+  EXPECT_EQ(ServersToUse(DataType::kFloat32, 4096, 8, 8, 0), 2);
+  // At 500 Mbit/s the same as the fixed floor from 8 to 64 KiB.
+  for (uint64_t count : {2048ull, 4096ull, 8192ull, 16384ull}) {
+    EXPECT_EQ(ServersToUse(DataType::kFloat32, count, 8, 8, 500'000'000ull), ServersToUse(DataType::kFloat32, count, 8))
+        << count;
+  }
+  // Never more servers on a faster port, never fewer with more ranks.
+  for (uint64_t bytes : {1024ull, 4096ull, 16384ull, 65536ull}) {
+    int prev_rate = 8;
+    for (uint64_t rate : {10'000'000ull, 100'000'000ull, 1'000'000'000ull, 100'000'000'000ull}) {
+      const int used = ServersToUse(DataType::kUInt8, bytes, 8, 8, rate);
+      EXPECT_LE(used, prev_rate) << bytes << " B at " << rate;
+      prev_rate = used;
+    }
+    int prev_ranks = 1;
+    for (int nranks : {1, 4, 16, 64, 256}) {
+      const int used = ServersToUse(DataType::kUInt8, bytes, 8, nranks, 200'000'000ull);
+      EXPECT_GE(used, prev_ranks) << bytes << " B, " << nranks << " ranks";
+      prev_ranks = used;
+    }
+  }
+}
+
 TEST(PlanServersToUse, LargeMessagesUseEveryServer) {
   for (int nservers : {1, 2, 3, 16, 64}) {
     EXPECT_EQ(ServersToUse(DataType::kFloat32, uint64_t{64} << 20, nservers), nservers);

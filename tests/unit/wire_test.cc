@@ -16,7 +16,7 @@ namespace {
 // Sizes fixed by the layout comment in wire/protocol.h.
 constexpr size_t kPrefixBytes = 4;
 constexpr size_t kHelloBytes = kPrefixBytes + 16 + 4 + 4 + 4;
-constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4 + 4;
+constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4 + 4 + 8;
 constexpr size_t kCollDescBytes = 8 + 1 + 1 + 1 + 1 + 8 + 8 + 4;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
 constexpr size_t kChunkBytes = kPrefixBytes + kCollDescBytes + kChunkRefBytes;
@@ -104,7 +104,7 @@ TEST(WireRoundTrip, Hello) {
 
 TEST(WireRoundTrip, Welcome) {
   for (uint32_t flags : {0u, kWelcomeInTree, 0xffffffffu}) {
-    Welcome in{0x0123456789abcdefull, 0xfffffffeu, flags};
+    Welcome in{0x0123456789abcdefull, 0xfffffffeu, flags, 0xfedcba9876543210ull ^ flags};
     const auto bytes = EncodeWelcome(in);
     EXPECT_EQ(bytes.size(), kWelcomeBytes);
     Message out;
@@ -113,6 +113,7 @@ TEST(WireRoundTrip, Welcome) {
     EXPECT_EQ(out.welcome.max_payload, in.max_payload);
     EXPECT_EQ(out.welcome.job_timeout_ms, in.job_timeout_ms);
     EXPECT_EQ(out.welcome.flags, in.flags);
+    EXPECT_EQ(out.welcome.link_rate_bits, in.link_rate_bits);
   }
 }
 

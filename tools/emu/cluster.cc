@@ -273,40 +273,6 @@ Status CheckRacks(const ClusterSpec& spec) {
   return Status::Ok();
 }
 
-std::optional<uint64_t> ParseRate(const std::string& text) {
-  std::string t;
-  for (char c : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(t, &pos);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string unit = t.substr(pos);
-  double mult = 0;
-  if (unit.empty() || unit == "bit")
-    mult = 1;
-  else if (unit == "kbit")
-    mult = 1e3;
-  else if (unit == "mbit")
-    mult = 1e6;
-  else if (unit == "gbit")
-    mult = 1e9;
-  else
-    return std::nullopt;  // tc's "bps" means bytes/s: too easy to misread, so not accepted
-  const double bits = value * mult;
-  if (!(bits >= 1e5) || bits > 1e12) return std::nullopt;
-  return static_cast<uint64_t>(std::llround(bits));
-}
-
-std::string FormatRate(uint64_t bits) {
-  if (bits % 1'000'000'000 == 0) return std::to_string(bits / 1'000'000'000) + "gbit";
-  if (bits % 1'000'000 == 0) return std::to_string(bits / 1'000'000) + "mbit";
-  if (bits % 1'000 == 0) return std::to_string(bits / 1'000) + "kbit";
-  return std::to_string(bits) + "bit";
-}
-
 Status CheckPrivileges() {
   if (geteuid() != 0) {
     return UnavailableError(
@@ -404,7 +370,7 @@ std::string DescribeNetwork(const ClusterSpec& spec) {
     if (spec.TotalRacks() > spec.racks) {
       text += " + " + std::to_string(spec.TotalRacks() - spec.racks) + " of servers";
     }
-    text += " behind " + FormatRate(spec.uplink_bits) + " uplinks (" + ratio + ")";
+    text += " behind " + FormatBitRate(spec.uplink_bits) + " uplinks (" + ratio + ")";
   }
   return text;
 }

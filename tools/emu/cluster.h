@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bit_rate.h"
 #include "optcast/status.h"
 #include "tools/emu/host_queue.h"
 
@@ -94,11 +95,6 @@ std::string RackNamespace(int rack);
 Status CheckRacks(const ClusterSpec& spec);
 // The links' burst: 0 (the default) or at least one whole frame.
 Status CheckBurst(const ClusterSpec& spec);
-
-// Parses "500mbit", "1gbit", "200Mbit", "750kbit", "1000000" (bit/s); nullopt when malformed.
-std::optional<uint64_t> ParseRate(const std::string& text);
-// 500000000 -> "500mbit" (for messages and tc).
-std::string FormatRate(uint64_t bits);
 
 // Root (and ip/tc present)? If not, an error that says how to run it.
 Status CheckPrivileges();

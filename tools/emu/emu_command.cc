@@ -60,7 +60,7 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
 
 // Turns the textual flags into numbers; false (with a message) when one is malformed.
 bool Resolve(EmuFlags* f, bool sizes) {
-  auto rate = emu::ParseRate(f->rate);
+  auto rate = ParseBitRate(f->rate);
   if (!rate) {
     std::fprintf(stderr, "optcast emu: --rate '%s' is not a rate like 500mbit or 1gbit (100kbit..1000gbit)\n",
                  f->rate.c_str());
@@ -68,7 +68,7 @@ bool Resolve(EmuFlags* f, bool sizes) {
   }
   f->run.spec.rate_bits = *rate;
   if (!f->uplink.empty()) {
-    auto uplink = emu::ParseRate(f->uplink);
+    auto uplink = ParseBitRate(f->uplink);
     if (!uplink) {
       std::fprintf(stderr, "optcast emu: --uplink '%s' is not a rate like 200mbit or 1gbit (100kbit..1000gbit)\n",
                    f->uplink.c_str());
@@ -127,6 +127,9 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--chunk", flags->run.chunk, "Chunk size for the server path (default: automatic)");
+  run->add_option("--server-link-rate", flags->run.server_link_rate,
+                  "The port rate the servers announce to the ranks (`optcast server --link-rate`: a rate, or "
+                  "'unknown'; default: --rate)");
   run->add_option("--proxy-idle-us", flags->run.proxy_idle_us,
                   "Algorithm plugin: the NCCL driver sleeps this long when a pass finds nothing to do (0: it "
                   "yields, as NCCL's proxy does on a core of its own; the emulated hosts share this machine's cores)")

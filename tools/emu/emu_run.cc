@@ -260,7 +260,8 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                         s.servers / (s.racks + 1), s.servers / (s.racks + 1) - 1)
           : fmt::format(" (a tree of depth {}: server 0 is the root)", o.tree_depth);
   std::printf("\n# emulated cluster: %d workers, %d servers%s, %s per link and direction (%.2f MB/s), %s\n", s.workers,
-              s.servers, tree.c_str(), FormatRate(s.rate_bits).c_str(), b.rate_Bps / 1e6, DescribeNetwork(s).c_str());
+              s.servers, tree.c_str(), FormatBitRate(s.rate_bits).c_str(), b.rate_Bps / 1e6,
+              DescribeNetwork(s).c_str());
   std::printf("# algbw bounds: server %.2f MB/s (%s), ring/gloo %.2f MB/s (%s); ideal optcast/gloo %.3f\n",
               b.server_Bps / 1e6, b.server_busiest.c_str(), b.ring_Bps / 1e6, b.ring_busiest.c_str(), ideal);
   // Per full frame: 14 bytes of Ethernet header on the wire (what HTB counts), 20 IP, 32 TCP with
@@ -319,7 +320,7 @@ Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, 
                  const std::map<std::pair<std::string, uint64_t>, Row>& rows) {
   LinePlot plot;
   plot.title = "AllReduce float32 sum, " + Counted(o.spec.workers, "worker") + ", " +
-               Counted(o.spec.servers, "server") + ", " + FormatRate(o.spec.rate_bits) + " links (emulated)";
+               Counted(o.spec.servers, "server") + ", " + FormatBitRate(o.spec.rate_bits) + " links (emulated)";
   PlotPanel panel;
   panel.title = "algbw against message size";
   panel.ylabel = "algbw (MB/s)";
@@ -453,10 +454,11 @@ Status Emulation::StartServers() {
     const Host h = ServerHost(j);
     Proc p;
     p.what = "server " + std::to_string(j) + " (" + h.netns + ")";
-    std::vector<std::string> args = {optcast_,       "server",
-                                     "--listen",     h.address + ":" + std::to_string(kServerPort),
-                                     "--timeout-ms", std::to_string(timeout_ms),
-                                     "--log-level",  "warn"};
+    std::vector<std::string> args = {
+        optcast_, "server", "--listen", h.address + ":" + std::to_string(kServerPort), "--timeout-ms",
+        std::to_string(timeout_ms), "--log-level", "warn",
+        // The emulated port's rate: veth reports none of its shaping.
+        "--link-rate", o_.server_link_rate.empty() ? FormatBitRate(o_.spec.rate_bits) : o_.server_link_rate};
     if (o_.tree && tree_.parent[j] >= 0) {
       args.insert(args.end(), {"--upstream", ServerHost(tree_.parent[j]).address + ":" + std::to_string(kServerPort)});
     }
@@ -579,7 +581,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"servers", o_.spec.servers},
                   {"tree", o_.tree},
                   {"tree_depth", o_.tree ? o_.tree_depth : 0},
-                  {"rate", FormatRate(o_.spec.rate_bits)},
+                  {"rate", FormatBitRate(o_.spec.rate_bits)},
                   {"rate_bits", o_.spec.rate_bits},
                   {"mtu", o_.spec.mtu},
                   {"tcp_cc", o_.spec.tcp_cc.empty() ? "default" : o_.spec.tcp_cc},
@@ -677,7 +679,7 @@ int Emulation::Run() {
   const int phases = static_cast<int>(sizes.size() * algos_.size());
 
   std::printf("# optcast emu: %d workers, %d servers, %s links (%s); logs in %s\n", o_.spec.workers, o_.spec.servers,
-              FormatRate(o_.spec.rate_bits).c_str(), DescribeNetwork(o_.spec).c_str(), workdir_.c_str());
+              FormatBitRate(o_.spec.rate_bits).c_str(), DescribeNetwork(o_.spec).c_str(), workdir_.c_str());
   std::fflush(stdout);
   // The cluster shares the CPUs with whatever else runs here; say so when that is a lot, since
   // waiting for a CPU delays every hop of a pipelined collective.

@@ -22,6 +22,9 @@ struct RunOptions {
   int warmup = 5;
   std::vector<std::string> algos{"server", "ring", "gloo"};
   std::string chunk;  // passed to `optcast bench --chunk` when set
+  // What the servers announce as their port rate (`optcast server --link-rate`); empty: the
+  // emulated links' rate.
+  std::string server_link_rate;
   // The plugin's driver sleeps this long when idle instead of yielding (`optcast bench
   // --proxy-idle-us`): NCCL's proxy spins on a core of its own on a real host, while here every
   // emulated host shares the machine's few cores with the emulated links.
