@@ -2,6 +2,7 @@
 #include "client/plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace optcast::client {
 
@@ -17,6 +18,18 @@ int ServersToUse(DataType dtype, uint64_t count, int nservers, int nranks, uint6
   const uint64_t bytes = count * DataTypeSize(dtype);
   const uint64_t by_size = std::max<uint64_t>(1, bytes / MinShardBytes(nranks, link_rate_bits));
   return static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nservers), by_size));
+}
+
+ChunkPolicy ForLinkRate(const ChunkPolicy& policy, int nranks, uint64_t link_rate_bits) {
+  if (link_rate_bits == 0 || nranks <= 0) return policy;
+  const double round_bytes = static_cast<double>(link_rate_bits) / 8.0 * kChunkRoundPortSeconds;
+  const double per_rank = round_bytes / static_cast<double>(nranks);
+  constexpr double kUnit = 4096;
+  const uint64_t cap = static_cast<uint64_t>(std::max(1.0, std::round(per_rank / kUnit)) * kUnit);
+  ChunkPolicy capped = policy;
+  capped.max_bytes = std::min(policy.max_bytes, cap);
+  capped.min_bytes = std::min(policy.min_bytes, capped.max_bytes);
+  return capped;
 }
 
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,

@@ -68,6 +68,16 @@ inline constexpr ChunkPolicy kTreeStreamChunks{16 * 1024, 32 * 1024, 128};
 // rendezvous round trip, so fewer, larger chunks (docs/benchmarks.md, "chunk size over ofi").
 inline constexpr ChunkPolicy kFabricChunks{256 * 1024, 1024 * 1024, 4};
 
+// On a slow port a round of chunks through it (one from each of `nranks` ranks) takes long, and
+// that round is what filling and draining the pipeline costs: chunks shrink so that a round takes
+// at most this long, to the nearest 4 KiB and at least 4 KiB. Chunks per second per port stay the
+// same, and so does what chunks cost in wake-ups. With 8 ranks: 32 KiB from 500 Mbit/s up (the
+// stream size, unchanged), 16 KiB at 200 Mbit/s, 8 KiB at 100 Mbit/s, which took 256 KiB from 55-57%
+// of the bound to 84-87% (docs/benchmarks.md, "Small collectives and the link rate").
+inline constexpr double kChunkRoundPortSeconds = 5.0e-3;
+// `policy` with its sizes capped for ports of `link_rate_bits` (0: unknown, no cap).
+ChunkPolicy ForLinkRate(const ChunkPolicy& policy, int nranks, uint64_t link_rate_bits);
+
 // Elements per chunk: `override_bytes` > 0 wins; otherwise `policy`'s share of the largest shard.
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,
                           const ChunkPolicy& policy = kStreamChunks);

@@ -494,9 +494,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const int used = ServersToUse(dtype, count, nservers, opts_.nranks, link_rate_bits_);
     // Small collectives use fewer servers; rotating the first one spreads them over all.
     const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
-    const ChunkPolicy& policy = transport_ == transport::Kind::kOfi ? kFabricChunks
-                                : in_tree_                          ? kTreeStreamChunks
-                                                                    : kStreamChunks;
+    const ChunkPolicy policy = ForLinkRate(transport_ == transport::Kind::kOfi ? kFabricChunks
+                                           : in_tree_                          ? kTreeStreamChunks
+                                                                               : kStreamChunks,
+                                           opts_.nranks, link_rate_bits_);
     const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
     req->desc.epoch = epoch_;
     for (int j = 0; j < used; ++j) {

@@ -141,6 +141,32 @@ TEST(PlanServersToUse, LargeMessagesUseEveryServer) {
   }
 }
 
+// ---- ForLinkRate ----
+
+// A round of 8 ranks' chunks through a port in at most 5 ms, to the nearest 4 KiB, worked by hand.
+TEST(PlanForLinkRate, ChunksShrinkOnSlowPortsOnly) {
+  auto cap = [](const ChunkPolicy& p, int nranks, uint64_t bits) { return ForLinkRate(p, nranks, bits).max_bytes; };
+  EXPECT_EQ(cap(kStreamChunks, 8, 0), kStreamChunkBytes);                  // unknown: unchanged
+  EXPECT_EQ(cap(kStreamChunks, 8, 100'000'000'000ull), kStreamChunkBytes);  // fast: unchanged
+  EXPECT_EQ(cap(kStreamChunks, 8, 500'000'000ull), kStreamChunkBytes);      // 39062 B: above 32 KiB
+  EXPECT_EQ(cap(kStreamChunks, 8, 200'000'000ull), 16384u);                 // 15625 -> 16 KiB
+  EXPECT_EQ(cap(kStreamChunks, 8, 100'000'000ull), 8192u);                  // 7812 -> 8 KiB
+  EXPECT_EQ(cap(kStreamChunks, 4, 100'000'000ull), 16384u);                 // 15625 -> 16 KiB
+  EXPECT_EQ(cap(kStreamChunks, 8, 1'000'000ull), 4096u);                    // 78 B: at least 4 KiB
+  // The policy's floor never exceeds its cap; fabrics' larger chunks shrink the same way.
+  const ChunkPolicy fab = ForLinkRate(kFabricChunks, 8, 100'000'000ull);
+  EXPECT_EQ(fab.max_bytes, 8192u);
+  EXPECT_EQ(fab.min_bytes, 8192u);
+  EXPECT_EQ(ForLinkRate(kFabricChunks, 8, 100'000'000'000ull).min_bytes, kFabricChunks.min_bytes);
+  const ChunkPolicy tree = ForLinkRate(kTreeStreamChunks, 8, 200'000'000ull);
+  EXPECT_EQ(tree.min_bytes, 16384u);
+  EXPECT_EQ(tree.max_bytes, 16384u);
+  // And the chunk a 1 MiB float32 AllReduce on 8 servers gets: 8 KiB at 100 Mbit/s.
+  EXPECT_EQ(ChooseChunkElems(DataType::kFloat32, (uint64_t{1} << 20) / 4, 8, 0, 64u << 20,
+                             ForLinkRate(kStreamChunks, 8, 100'000'000ull)),
+            2048u);
+}
+
 // ---- ChooseChunkElems ----
 
 TEST(PlanChunkElems, OverrideWins) {
