@@ -19,9 +19,12 @@ struct Cut {
   int stripes = 0;
   uint64_t chunk_elems = 0;
 
-  Cut(const SimConfig& c, int servers, const client::ChunkPolicy& policy) : count(c.bytes / 4) {
-    stripes = client::ServersToUse(DataType::kFloat32, count, servers);
-    chunk_elems = client::ChooseChunkElems(DataType::kFloat32, count, stripes, c.chunk_bytes, UINT64_MAX, policy);
+  // `rate_bits`: the port rate flat servers announce (the link's); 0 for a tree, whose ranks
+  // apply no rate rule (client/server_communicator.cc).
+  Cut(const SimConfig& c, int servers, const client::ChunkPolicy& policy, uint64_t rate_bits) : count(c.bytes / 4) {
+    stripes = client::ServersToUse(DataType::kFloat32, count, servers, c.workers, rate_bits);
+    chunk_elems = client::ChooseChunkElems(DataType::kFloat32, count, stripes, c.chunk_bytes, UINT64_MAX,
+                                           client::ForLinkRate(policy, c.workers, rate_bits));
   }
   uint64_t StripeElems(int j) const { return Shard(count, stripes, j).len; }
   int Chunks(int j) const { return static_cast<int>((StripeElems(j) + chunk_elems - 1) / chunk_elems); }
@@ -187,15 +190,15 @@ class Server : public Node {
 
 namespace {
 // The cut lives as long as the run's nodes, which keep references to it.
-const Cut& KeepCut(const SimConfig& c, int servers, const client::ChunkPolicy& policy, Run* run) {
-  auto cut = std::make_shared<Cut>(c, servers, policy);
+const Cut& KeepCut(const SimConfig& c, int servers, const client::ChunkPolicy& policy, uint64_t rate_bits, Run* run) {
+  auto cut = std::make_shared<Cut>(c, servers, policy, rate_bits);
   run->keep = cut;
   return *cut;
 }
 }  // namespace
 
 void SpawnServers(const SimConfig& c, const Fabric& f, Run* run) {
-  const Cut& cut = KeepCut(c, c.servers, client::kStreamChunks, run);
+  const Cut& cut = KeepCut(c, c.servers, client::kStreamChunks, static_cast<uint64_t>(c.link_bps * 8), run);
   run->chunk_bytes = cut.chunk_elems * 4;
   run->stripes = cut.stripes;
   const int workers = c.SimulatedWorkers();
@@ -222,7 +225,7 @@ void SpawnTree(const SimConfig& c, const Fabric& f, Run* run) {
   // Stripes: one per leaf server of a rack, or per root if there are more roots.
   const int leaves = c.servers, roots = c.roots;
   // Cut as the client cuts a tree job's stripes (its servers' welcomes say they are a tree).
-  const Cut& cut = KeepCut(c, std::max(leaves, roots), client::kTreeStreamChunks, run);
+  const Cut& cut = KeepCut(c, std::max(leaves, roots), client::kTreeStreamChunks, 0, run);
   run->chunk_bytes = cut.chunk_elems * 4;
   run->stripes = cut.stripes;
   const int workers = c.SimulatedWorkers();

@@ -491,13 +491,16 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     const CollType coll = req->desc.coll;
     const DataType dtype = req->desc.dtype;
     const uint64_t count = req->desc.count;
-    const int used = ServersToUse(dtype, count, nservers, opts_.nranks, link_rate_bits_);
+    // A tree's leaf carries its own members' shards, not the job's, and the rank does not know
+    // how many: the rate rules are for flat servers, whose ports carry every rank's.
+    const uint64_t rate_bits = in_tree_ ? 0 : link_rate_bits_;
+    const int used = ServersToUse(dtype, count, nservers, opts_.nranks, rate_bits);
     // Small collectives use fewer servers; rotating the first one spreads them over all.
     const int first = static_cast<int>(req->seq % static_cast<uint64_t>(nservers));
     const ChunkPolicy policy = ForLinkRate(transport_ == transport::Kind::kOfi ? kFabricChunks
                                            : in_tree_                          ? kTreeStreamChunks
                                                                                : kStreamChunks,
-                                           opts_.nranks, link_rate_bits_);
+                                           opts_.nranks, rate_bits);
     const uint64_t chunk_elems = ChooseChunkElems(dtype, count, used, opts_.chunk_bytes, min_max_payload_, policy);
     req->desc.epoch = epoch_;
     for (int j = 0; j < used; ++j) {
