@@ -52,6 +52,8 @@ TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason)
       {"listen: [a, b]\n", ":1: 'listen' takes one value, not a list"},
       {"config: other.yaml\n", ":1: unknown key 'config'"},
       {"transport: udp\n", ":1: bad value for 'transport'"},
+      {"link-rate: 100mbps\n",
+       ":1: bad value for 'link-rate': '100mbps' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'"},
       // One flag under both spellings, and a flag's value that is not a boolean.
       {"max_chunk: 4M\ntimeout-ms: 100\nmax-chunk: 8M\n",
        ":3: 'max-chunk' sets --max-chunk, which 'max_chunk' on line 1 sets already; keep one"},
