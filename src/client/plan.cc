@@ -5,11 +5,18 @@
 #include <cmath>
 
 namespace optcast::client {
+namespace {
+
+// Each rank's share of what a port of `link_rate_bits` carries in `seconds`.
+double PortBytesPerRank(int nranks, uint64_t link_rate_bits, double seconds) {
+  return static_cast<double>(link_rate_bits) / 8.0 * seconds / static_cast<double>(nranks);
+}
+
+}  // namespace
 
 uint64_t MinShardBytes(int nranks, uint64_t link_rate_bits) {
   if (link_rate_bits == 0 || nranks <= 0) return kMinShardBytes;
-  const double port_bytes = static_cast<double>(link_rate_bits) / 8.0 * kSmallCollectivePortSeconds;
-  const double per_rank = port_bytes / static_cast<double>(nranks);
+  const double per_rank = PortBytesPerRank(nranks, link_rate_bits, kSmallCollectivePortSeconds);
   if (per_rank >= static_cast<double>(kMinShardBytes)) return kMinShardBytes;
   return std::max<uint64_t>(kMinShardBytesSlowLink, static_cast<uint64_t>(per_rank));
 }
@@ -22,8 +29,7 @@ int ServersToUse(DataType dtype, uint64_t count, int nservers, int nranks, uint6
 
 ChunkPolicy ForLinkRate(const ChunkPolicy& policy, int nranks, uint64_t link_rate_bits) {
   if (link_rate_bits == 0 || nranks <= 0) return policy;
-  const double round_bytes = static_cast<double>(link_rate_bits) / 8.0 * kChunkRoundPortSeconds;
-  const double per_rank = round_bytes / static_cast<double>(nranks);
+  const double per_rank = PortBytesPerRank(nranks, link_rate_bits, kChunkRoundPortSeconds);
   constexpr double kUnit = 4096;
   const uint64_t cap = static_cast<uint64_t>(std::max(1.0, std::round(per_rank / kUnit)) * kUnit);
   ChunkPolicy capped = policy;

@@ -87,8 +87,7 @@ struct ServerLink {
   std::string address;
   std::unique_ptr<transport::Connection> conn;
   uint64_t max_payload = 0;
-  uint64_t link_rate_bits = 0;  // from its welcome (0: unknown)
-  SendWindow window;            // chunks sent whose result/ack has not come back, and how many may be
+  SendWindow window;  // chunks sent whose result/ack has not come back, and how many may be
   std::deque<PendingSends> queue;
   Request* rx_req = nullptr;
   bool rx_credit = false;
@@ -152,7 +151,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(opts_.servers.size())));
       link.address = std::move(joined.address);
       link.max_payload = joined.max_payload;
-      link.link_rate_bits = joined.link_rate_bits;
+      if (joined.link_rate_bits != 0 && (link_rate_bits_ == 0 || joined.link_rate_bits < link_rate_bits_)) {
+        link_rate_bits_ = joined.link_rate_bits;
+      }
       in_tree_ = in_tree_ || joined.in_tree;
       link.conn = std::move(joined.conn);
       link.early = std::move(joined.early);
@@ -160,11 +161,6 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     min_max_payload_ = UINT64_MAX;
     for (auto& s : servers_) min_max_payload_ = std::min(min_max_payload_, s.max_payload);
-    for (auto& s : servers_) {
-      if (s.link_rate_bits != 0 && (link_rate_bits_ == 0 || s.link_rate_bits < link_rate_bits_)) {
-        link_rate_bits_ = s.link_rate_bits;
-      }
-    }
     for (size_t i = 0; i < servers_.size(); ++i) {
       servers_[i].index = i;
       servers_[i].conn->user_data = &servers_[i];

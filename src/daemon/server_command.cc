@@ -76,11 +76,11 @@ const CLI::Validator kMilliseconds(
       return ok ? std::string() : "'" + v + "' is not a positive number of milliseconds";
     },
     "MS");
+std::string BadLinkRate(const std::string& v) {
+  return "'" + v + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'";
+}
 const CLI::Validator kLinkRate(
-    [](std::string& v) {
-      if (v == "auto" || v == "unknown" || ParseBitRate(v)) return std::string();
-      return "'" + v + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'";
-    },
+    [](std::string& v) { return v == "auto" || v == "unknown" || ParseBitRate(v) ? std::string() : BadLinkRate(v); },
     "RATE");
 const CLI::Validator kLogLevel(
     [](std::string& v) {
@@ -186,7 +186,7 @@ Status ResolveLinkRate(const std::string& text, server::ServerOptions* opts) {
   if (text != "auto") {
     auto bits = ParseBitRate(text);
     if (!bits) {
-      return InvalidArgument("--link-rate '" + text + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'");
+      return InvalidArgument("--link-rate " + BadLinkRate(text));
     }
     opts->link_rate_bits = *bits;
     return Status::Ok();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "process.h"
+#include "raw_client.h"
 
 namespace optcast::tooltest {
 namespace {
@@ -219,6 +221,27 @@ TEST_F(ServerCommandTest, OfiWithoutLibfabricIsRefusedWithTheFix) {
     EXPECT_NE(r.code, 0) << r.err;
     EXPECT_NE(r.err.find("no libfabric support"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("-DOPTCAST_WITH_OFI=ON"), std::string::npos) << r.err;
+  }
+}
+
+// The rate a server announces in its welcome, as its flag gives it. On loopback `auto` finds no
+// speed to report.
+TEST_F(ServerCommandTest, LinkRateFlagReachesTheWelcome) {
+  for (const auto& [flag, want] : {std::pair<const char*, uint64_t>{"100mbit", 100'000'000},
+                                   {"25gbit", 25'000'000'000}, {"auto", 0}, {"unknown", 0}}) {
+    Process p({Bin(), "server", "--listen", "127.0.0.1:0", "--link-rate", flag});
+    uint16_t port = 0;
+    ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
+    const int fd = e2e::RawConnect(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(e2e::SendRaw(fd, e2e::Frame(e2e::HelloMeta(JobId::Random(), 2, 0), 0)));
+    const e2e::RawReply r = e2e::ReadReply(fd);
+    ASSERT_EQ(r.kind, e2e::RawReply::kFrame) << flag << ": " << r.detail;
+    ASSERT_EQ(r.msg.type, wire::MsgType::kWelcome) << flag;
+    EXPECT_EQ(r.msg.welcome.link_rate_bits, want) << flag;
+    ::close(fd);
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
   }
 }
 

@@ -71,10 +71,10 @@ TEST(Endpoint, RejectsBadInputNamingIt) {
     const char* word;
   };
   const Case cases[] = {
-      {"10.0.0.1", "no port"}, {"host:0", "bad port"},           {"host:65536", "bad port"},
-      {"host:-1", "bad port"}, {"host:abc", "bad port"},         {"host:12x", "bad port"},
-      {"host:", "no port"},    {"[::1", "without ']'"},          {"[::1]x", "expected ':'"},
-      {"[::1]", "no port"},    {"host:99999999999", "bad port"},
+      {"10.0.0.1", "no port"},  {"host:0", "bad port"},     {"host:65536", "bad port"},
+      {"host:-1", "bad port"},  {"host:abc", "bad port"},   {"host:12x", "bad port"},
+      {"host:", "no port"},     {"[::1", "without ']'"},    {"[::1]x", "expected ':'"},
+      {"[::1]", "no port"},     {"host:99999999999", "bad port"},
   };
   for (const auto& c : cases) {
     Endpoint ep;
@@ -148,13 +148,13 @@ TEST(DataTypeNames, CanonicalNamesRoundTrip) {
 
 TEST(DataTypeNames, Aliases) {
   const std::pair<const char*, DataType> cases[] = {
-      {"float", DataType::kFloat32},   {"f32", DataType::kFloat32},    {"fp32", DataType::kFloat32},
-      {"FLOAT32", DataType::kFloat32}, {"half", DataType::kFloat16},   {"f16", DataType::kFloat16},
-      {"fp16", DataType::kFloat16},    {"Half", DataType::kFloat16},   {"bf16", DataType::kBFloat16},
-      {"BF16", DataType::kBFloat16},   {"double", DataType::kFloat64}, {"f64", DataType::kFloat64},
-      {"fp64", DataType::kFloat64},    {"i8", DataType::kInt8},        {"char", DataType::kInt8},
-      {"u8", DataType::kUInt8},        {"int", DataType::kInt32},      {"i32", DataType::kInt32},
-      {"u32", DataType::kUInt32},      {"i64", DataType::kInt64},      {"u64", DataType::kUInt64},
+      {"float", DataType::kFloat32},    {"f32", DataType::kFloat32},    {"fp32", DataType::kFloat32},
+      {"FLOAT32", DataType::kFloat32},  {"half", DataType::kFloat16},   {"f16", DataType::kFloat16},
+      {"fp16", DataType::kFloat16},     {"Half", DataType::kFloat16},   {"bf16", DataType::kBFloat16},
+      {"BF16", DataType::kBFloat16},    {"double", DataType::kFloat64}, {"f64", DataType::kFloat64},
+      {"fp64", DataType::kFloat64},     {"i8", DataType::kInt8},        {"char", DataType::kInt8},
+      {"u8", DataType::kUInt8},         {"int", DataType::kInt32},      {"i32", DataType::kInt32},
+      {"u32", DataType::kUInt32},       {"i64", DataType::kInt64},      {"u64", DataType::kUInt64},
   };
   for (const auto& [name, want] : cases) {
     const auto got = ParseDataType(name);

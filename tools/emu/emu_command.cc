@@ -82,6 +82,12 @@ bool Resolve(EmuFlags* f, bool sizes) {
                  "link rate times the workers per rack for a non-blocking fabric, a quarter of that for 4:1)\n");
     return false;
   }
+  if (!f->run.server_link_rate.empty() && f->run.server_link_rate != "unknown" &&
+      !ParseBitRate(f->run.server_link_rate)) {
+    std::fprintf(stderr, "optcast emu: --server-link-rate '%s' is not a rate like 100mbit or 'unknown'\n",
+                 f->run.server_link_rate.c_str());
+    return false;
+  }
   f->run.spec.host_queue = *emu::ParseHostQueue(f->host_queue);  // CLI11 checked the name
   f->run.verbose = f->verbose;
   if (sizes) {
