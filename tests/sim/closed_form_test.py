@@ -72,9 +72,13 @@ class Servers(unittest.TestCase):
         # 16 MiB over 8 servers: 2 MiB stripes, cut into the client's 32 KiB chunks.
         r = self.check(8, 8, 16 * MIB)
         self.assertEqual((r["stripes"], r["chunk_bytes"]), (8, 32 * 1024))
-        # 32 KiB keeps at least 8 KiB per server: 4 stripes of one 32 KiB-floor chunk each.
+        # 32 KiB keeps at least 8 KiB per server: 4 stripes, each one chunk of the stream policy's
+        # 16 KiB floor (a stripe of 16-64 KiB would be cut in two).
         r = run("--algo", "servers", "-n", 4, "-m", 8, "--bytes", 32 * 1024)
-        self.assertEqual((r["stripes"], r["chunk_bytes"]), (4, 32 * 1024))
+        self.assertEqual((r["stripes"], r["chunk_bytes"]), (4, 16 * 1024))
+        # 256 KiB over 8 servers: 32 KiB stripes in two 16 KiB chunks.
+        r = run("--algo", "servers", "-n", 8, "-m", 8, "--bytes", 256 * 1024)
+        self.assertEqual((r["stripes"], r["chunk_bytes"]), (8, 16 * 1024))
 
     def test_oversubscribed_uplinks_limit_flat_servers(self):
         # 16 workers fill one rack; the 16 servers sit in another; uplinks 4:1 carry 16 S each way.

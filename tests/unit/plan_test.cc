@@ -214,18 +214,28 @@ TEST(PlanChunkElems, AlwaysAtLeastOne) {
   }
 }
 
-TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAtEverySize) {
+TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAndShortShardsInTwo) {
   const uint64_t big_payload = 64u << 20;
   for (int dt = 0; dt < kNumDataTypes; ++dt) {
     const auto dtype = static_cast<DataType>(dt);
     const uint64_t es = DataTypeSize(dtype);
     for (uint64_t c = 1; c < (uint64_t{1} << 34); c = c * 3 + 1) {
       for (int ns : {1, 2, 3, 5, 8}) {
-        // Whole elements of at most 32 KiB, less than one element short of it: a shard smaller
-        // than that is one chunk.
+        // Whole elements of at most 32 KiB. A shard of more than 64 KiB: less than one element
+        // short of 32 KiB. Of 16-64 KiB: two chunks. Of at most 16 KiB: one.
         const uint64_t bytes = ChooseChunkElems(dtype, c, ns, 0, big_payload) * es;
-        EXPECT_LE(bytes, 32u << 10) << DataTypeName(dtype) << " count=" << c << " servers=" << ns;
-        EXPECT_GT(bytes + es, 32u << 10) << DataTypeName(dtype) << " count=" << c << " servers=" << ns;
+        const uint64_t shard = Shard(c, ns, 0).len * es;
+        const uint64_t chunks = (shard + bytes - 1) / bytes;
+        const std::string where =
+            std::string(DataTypeName(dtype)) + " count=" + std::to_string(c) + " servers=" + std::to_string(ns);
+        EXPECT_LE(bytes, 32u << 10) << where;
+        if (shard > (64u << 10)) {
+          EXPECT_GT(bytes + es, 32u << 10) << where;
+        } else if (shard > (16u << 10)) {
+          EXPECT_EQ(chunks, 2u) << where;
+        } else {
+          EXPECT_LE(chunks, 1u) << where;
+        }
       }
     }
   }
@@ -233,6 +243,8 @@ TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAtEverySize) {
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{1} << 20) / 4, 8, 0, big_payload), 8192u) << "1 MiB on 8 servers";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, big_payload), 8192u) << "256 MiB on 2 servers";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, 16 << 10), 4096u) << "the servers' cap wins";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 10) / 4, 8, 0, big_payload), 4096u) << "256 KiB on 8: 2 x 16 KiB";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{128} << 10) / 4, 8, 0, big_payload), 4096u) << "128 KiB on 8: one";
 }
 
 TEST(PlanChunkElems, TreePolicyCutsA128thOfTheStripeBetween16And32KiB) {
