@@ -11,7 +11,8 @@
 #
 # Environment: RATE (500mbit), MTU (1500), ROUNDS (2), EMU_ARGS (more `optcast emu up` flags, e.g.
 # "--burst 3028 --queue-packets 100"), OPTCAST_BIN. Client variables (OPTCAST_CHUNK_BYTES, ...)
-# reach the ranks unchanged.
+# reach the ranks of both jobs unchanged; STREAM_ENV and SMALL_ENV give one job's ranks more, e.g.
+# STREAM_ENV="OPTCAST_CHUNK_BYTES=16384".
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +21,8 @@ RATE="${RATE:-500mbit}"
 MTU="${MTU:-1500}"
 ROUNDS="${ROUNDS:-2}"
 read -r -a EMU_ARGS <<<"${EMU_ARGS:-}"
+read -r -a STREAM_ENV <<<"${STREAM_ENV:-}"
+read -r -a SMALL_ENV <<<"${SMALL_ENV:-}"
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "emu-two-jobs: needs root for network namespaces and tc; run: sudo $0" >&2
@@ -48,14 +51,20 @@ for j in 0 1 2 3; do
 done
 sleep 1
 
-# job NAME FIRST_WORKER BENCH_ARGS...: runs 4 ranks on hosts wFIRST..wFIRST+3; rank 0's table in
-# $OUT/NAME.txt.
+# job NAME FIRST_WORKER VAR=VALUE... -- BENCH_ARGS...: runs 4 ranks on hosts wFIRST..wFIRST+3 with
+# those variables set; rank 0's table in $OUT/NAME.txt.
 job() {
   local name=$1 first=$2
   shift 2
+  local vars=()
+  while [[ $1 != -- ]]; do
+    vars+=("$1")
+    shift
+  done
+  shift
   local pids=() r
   for r in 0 1 2 3; do
-    ip netns exec "optcast-emu-w$((first + r))" "$OPTCAST" bench --algo server --rank "$r" --nranks 4 \
+    ip netns exec "optcast-emu-w$((first + r))" env "${vars[@]}" "$OPTCAST" bench --algo server --rank "$r" --nranks 4 \
       --rendezvous "10.99.0.$((first + 1)):29500" --servers "$servers" --progress off "$@" \
       >"$OUT/$name.rank$r.txt" 2>&1 &
     pids+=($!)
@@ -69,8 +78,8 @@ job() {
     exit 1
   fi
 }
-small() { job "$1" 4 -b 8 -e 32K -f 4 -n 100 -w 5; }
-stream() { job "$1" 0 -b 64M -e 64M -n 12 -w 2; }
+small() { job "$1" 4 "${SMALL_ENV[@]}" -- -b 8 -e 32K -f 4 -n 100 -w 5; }
+stream() { job "$1" 0 "${STREAM_ENV[@]}" -- -b 64M -e 64M -n 12 -w 2; }
 # "size time_us" per row of a bench table.
 times() { awk '/^ +[0-9]/ && NF > 6 { print $1, $5 }' "$OUT/$1.txt"; }
 
@@ -84,7 +93,7 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   wait "$stream_pid"
 done
 
-echo "# two jobs on 4 shared servers: $RATE, MTU $MTU${EMU_ARGS[*]:+, ${EMU_ARGS[*]}}; time per AllReduce (ms)"
+echo "# two jobs on 4 shared servers: $RATE, MTU $MTU${EMU_ARGS[*]:+, ${EMU_ARGS[*]}}${STREAM_ENV[*]:+; stream: ${STREAM_ENV[*]}}${SMALL_ENV[*]:+; small job: ${SMALL_ENV[*]}}; time per AllReduce (ms)"
 printf "%-10s" "size"
 for ((round = 1; round <= ROUNDS; ++round)); do printf "  %12s %12s %7s" "alone-$round" "shared-$round" "x"; done
 echo
