@@ -51,8 +51,8 @@ struct ChunkPolicy {
 // least 16 KiB): a shard of one chunk has no overlap at all, its result starting back only once
 // every rank's whole shard is in, and a round trip of one chunk per server loses to a ring, which
 // moves 2(n-1)/n of the buffer where this moves 2. A 256 KiB AllReduce on 8 servers at 500
-// Mbit/s / MTU 1500 went from 36 MB/s (1.07x the ring) to 44.5 (1.31x) in two 16 KiB chunks
-// per server (docs/benchmarks.md, "Small collectives and the link rate"). Each round of chunks through a server's
+// Mbit/s / MTU 1500 went from 36 MB/s (1.07x the ring) to 44.5 (1.31x) in two 16 KiB chunks per
+// server (docs/benchmarks.md, "A shard of one chunk"). Each round of chunks through a server's
 // port is what filling and draining the pipeline costs, so smaller chunks shorten both ends, while
 // every chunk costs a send, a wake-up and a reduction call on each side. On the emulated cluster
 // (8 workers, 8 servers, links without burst) 32 KiB beat 64 KiB at every size from 4 to 64 MiB,
