@@ -85,6 +85,13 @@ struct CommunicatorOptions {
   // docs/benchmarks.md), "system" the host's default, or a name the host allows
   // (OPTCAST_TCP_CONGESTION).
   std::string tcp_congestion;
+  // Latency-bound collectives (at most latency_bytes: count times the element size) send their
+  // chunks marked with DSCP latency_dscp (tcp transport), so that a network that queues that
+  // class ahead of bulk traffic does not keep them waiting behind another job's stream
+  // (docs/deploying.md, "Traffic classes"). latency_dscp 0 marks nothing (OPTCAST_LATENCY_DSCP=off); 46 is
+  // Expedited Forwarding. A network that does not honour it only carries the mark.
+  size_t latency_bytes = 64 * 1024;
+  int latency_dscp = 46;
 };
 
 // What failover did so far.
@@ -95,7 +102,8 @@ struct FailoverStats {
 
 // Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
 // OPTCAST_TRANSPORT, OPTCAST_FAILOVER (0 or 1), OPTCAST_HEARTBEAT_MS, OPTCAST_TCP_CONGESTION,
-// and the secret from OPTCAST_SECRET_FILE (or OPTCAST_SECRET).
+// OPTCAST_LATENCY_BYTES, OPTCAST_LATENCY_DSCP (0-63 or off), and the secret from OPTCAST_SECRET_FILE (or
+// OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
 
 // An in-flight collective. Owned by its communicator; released when Test or TestFor reports it

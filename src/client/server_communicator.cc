@@ -25,6 +25,7 @@
 #include "transport/dialer.h"
 #include "transport/kind.h"
 #include "transport/posix/congestion.h"
+#include "transport/posix/traffic_class.h"
 #include "wire/protocol.h"
 
 namespace optcast {
@@ -621,6 +622,12 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   static void ReturnCredit(ServerLink* link, uint64_t bytes) { link->window.OnReturned(bytes); }
 
+  // The DSCP of a collective of `bytes` per rank: latency-bound ones get the latency class
+  // (transport/posix/traffic_class.h), the rest the default.
+  uint8_t LatencyDscp(uint64_t bytes) const {
+    return bytes <= opts_.latency_bytes ? static_cast<uint8_t>(opts_.latency_dscp) : uint8_t{0};
+  }
+
   // Sends chunks up to the window on every link, one chunk per link per round, so that every
   // server gets chunk k before any gets chunk k+1, and every rank goes round the links in the
   // same order, so that a server has chunk k from every rank soon after the first one. Each
@@ -647,6 +654,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
         transport::OutMessage msg;
         wire::EncodeChunkTo(chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src, bytes));
         msg.tag = ps.req->seq;
+        msg.dscp = LatencyDscp(ps.desc.count * ps.req->esize);
         if (s.trace_track != 0) TraceSend(&s, &msg);
         s.window.OnSent(bytes);
         if (ps.next == ps.chunks.size()) s.queue.pop_front();
@@ -1337,6 +1345,10 @@ Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<
     return InvalidArgument(fmt::format("rank {} is out of range for {} ranks", options.rank, options.nranks));
   }
   if (options.servers.size() > 64) return InvalidArgument("at most 64 servers per communicator");
+  if (options.latency_dscp < 0 || options.latency_dscp > transport::posix::kMaxDscp) {
+    return InvalidArgument(
+        fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", options.latency_dscp));
+  }
   OPTCAST_RETURN_IF_ERROR(
       observe::StartTraceFromEnv("OPTCAST_TRACE", options.rank, fmt::format("optcast rank {}", options.rank)));
   transport::Kind kind = transport::Kind::kTcp;
@@ -1404,6 +1416,16 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   if (v <= 0) return InvalidArgument("OPTCAST_HEARTBEAT_MS must be positive");
   o->heartbeat = std::chrono::milliseconds(v);
   OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&o->tcp_congestion));
+  if (auto bytes = GetEnv("OPTCAST_LATENCY_BYTES")) {
+    auto parsed = ParseByteSize(*bytes);
+    if (!parsed) {
+      return InvalidArgument("OPTCAST_LATENCY_BYTES='" + *bytes + "' is not a size; write e.g. 64K, or 0 for none");
+    }
+    o->latency_bytes = *parsed;
+  }
+  if (auto dscp = GetEnv("OPTCAST_LATENCY_DSCP")) {
+    OPTCAST_RETURN_IF_ERROR(transport::posix::ParseDscp(*dscp, "OPTCAST_LATENCY_DSCP", &o->latency_dscp));
+  }
   std::string secret;
   OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));
   if (!secret.empty()) o->secret = std::move(secret);

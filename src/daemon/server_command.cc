@@ -25,6 +25,7 @@
 #include "transport/ofi/provider.h"
 #include "transport/posix/congestion.h"
 #include "transport/posix/interface_rate.h"
+#include "transport/posix/traffic_class.h"
 
 namespace optcast::daemon {
 
@@ -55,6 +56,8 @@ struct Flags {
   std::string transport;       // empty: OPTCAST_TRANSPORT, else tcp
   std::string ofi_provider;    // empty: OPTCAST_OFI_PROVIDER, FI_PROVIDER, else automatic
   std::string tcp_congestion;  // empty: OPTCAST_TCP_CONGESTION, else CUBIC where the host offers it
+  std::string latency_bytes = "64K";
+  std::string latency_dscp = "46";
 };
 
 // Checks shared by the command line and the configuration file, so both name the same problem.
@@ -76,6 +79,14 @@ const CLI::Validator kMilliseconds(
       return ok ? std::string() : "'" + v + "' is not a positive number of milliseconds";
     },
     "MS");
+const CLI::Validator kDscp(
+    [](std::string& v) {
+      int dscp = 0;
+      return transport::posix::ParseDscp(v, "--latency-dscp", &dscp).ok()
+                 ? std::string()
+                 : "'" + v + "' is not a DSCP; write 0-63 (46: Expedited Forwarding) or off";
+    },
+    "DSCP");
 std::string BadLinkRate(const std::string& v) {
   return "'" + v + "' is not a rate like 100mbit or 25gbit, 'auto' or 'unknown'";
 }
@@ -233,6 +244,8 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
                            "' applies to the ofi transport only; add --transport ofi (transport: ofi), or remove it");
   }
   opts->ofi_provider = f.ofi_provider;
+  opts->latency_bytes = *ParseByteSize(f.latency_bytes);  // checked by kByteSize
+  OPTCAST_RETURN_IF_ERROR(transport::posix::ParseDscp(f.latency_dscp, "--latency-dscp", &opts->latency_dscp));
   opts->tcp_congestion = f.tcp_congestion;
   if (f.tcp_congestion.empty()) {
     OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&opts->tcp_congestion));
@@ -271,6 +284,15 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "bbr, reno) or 'system' for the host's default (default: OPTCAST_TCP_CONGESTION, else cubic where "
                   "the host offers it; docs/deploying.md)")
       ->check(kTcpCongestion);
+  cmd->add_option("--latency-bytes", flags->latency_bytes,
+                  "Results of collectives of at most this many bytes per rank go out in the latency traffic class "
+                  "(--latency-dscp), as ranks send their chunks (OPTCAST_LATENCY_BYTES); 0: none")
+      ->capture_default_str()
+      ->check(kByteSize);
+  cmd->add_option("--latency-dscp", flags->latency_dscp,
+                  "DSCP of the latency traffic class, 0-63, or off (46: Expedited Forwarding; docs/deploying.md)")
+      ->capture_default_str()
+      ->check(kDscp);
   cmd->add_option("--max-chunk", flags->max_chunk, "Largest chunk accepted in one message (e.g. 64M)")
       ->capture_default_str()
       ->check(kByteSize);

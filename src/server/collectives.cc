@@ -254,7 +254,7 @@ void Collectives::CompleteSlot(const std::shared_ptr<Job>& job, CollIt cit, Slot
 void Collectives::OnReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit) {
   // Below the root of a tree the partial goes up; the parent's result comes back later.
   if (job->tree && !job->tree->root()) {
-    job->tree->SendPartialUp(loop_, metrics_, cit->second.desc, sit->second);
+    job->tree->SendPartialUp(loop_, metrics_, cit->second.desc, sit->second, opts_.LatencyDscp(cit->second.desc));
     return;
   }
   SendReduced(job, cit, sit);
@@ -265,6 +265,7 @@ void Collectives::SendReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotI
   const Slot& slot = sit->second;
   const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
   const wire::ChunkDone done{d.coll_seq, slot.ref};
+  const uint8_t dscp = opts_.LatencyDscp(d);
   // Only the members here: in a tree, not every rank of the job.
   job->ForEachMember([&](uint32_t r) {
     job->Answered(r);
@@ -276,6 +277,7 @@ void Collectives::SendReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotI
     } else {
       wire::EncodeDoneTo(wire::MsgType::kAck, done, transport::StartOutMessage(&m, wire::kDoneMetaBytes, nullptr, 0));
     }
+    m.dscp = dscp;
     SendTo(*job, r, std::move(m));
   });
   FinishSlot(job, cit, sit);

@@ -11,6 +11,7 @@
 #include "optcast/status.h"
 #include "transport/endpoint.h"
 #include "transport/kind.h"
+#include "wire/protocol.h"
 
 namespace optcast::observe {
 class Registry;
@@ -28,6 +29,14 @@ struct ServerOptions {
   // The TCP congestion control of the tcp transport's connections (transport/posix/congestion.h):
   // "" CUBIC where the host offers it, "system" the host's default, or a name.
   std::string tcp_congestion;
+  // Results of latency-bound collectives (at most latency_bytes: count times the element size)
+  // go out marked with DSCP latency_dscp (0: nothing marked), as ranks mark their chunks
+  // (CommunicatorOptions, transport/posix/traffic_class.h).
+  uint64_t latency_bytes = 64 * 1024;
+  int latency_dscp = 46;
+  uint8_t LatencyDscp(const wire::CollDesc& d) const {
+    return d.count * DataTypeSize(d.dtype) <= latency_bytes ? static_cast<uint8_t>(latency_dscp) : uint8_t{0};
+  }
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};
   // A connection that has not said hello within this long is dropped.

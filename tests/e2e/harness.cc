@@ -281,6 +281,8 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.failover = config.failover;
   o.heartbeat = config.heartbeat;
   o.tcp_congestion = config.tcp_congestion;
+  o.latency_bytes = config.latency_bytes;
+  o.latency_dscp = config.latency_dscp;
   return Communicator::Create(o, out);
 }
 

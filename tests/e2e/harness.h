@@ -178,6 +178,8 @@ struct CommConfig {
   bool failover = true;
   milliseconds heartbeat{3000};
   std::string tcp_congestion;
+  size_t latency_bytes = 64 * 1024;
+  int latency_dscp = 46;
 };
 
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,

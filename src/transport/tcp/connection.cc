@@ -24,7 +24,8 @@ StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, s
       max_payload_(max_payload),
       peer_(std::move(peer)),
       connecting_(connecting),
-      staging_(kStagingBytes) {}
+      staging_(kStagingBytes),
+      traffic_class_(socket_.fd()) {}
 
 StreamConnection::~StreamConnection() = default;
 
@@ -47,7 +48,13 @@ Status StreamConnection::Flush() {
     iovec iov[kMaxIov];
     size_t niov = 0;
     size_t skip = out_offset_;
+    // One write per traffic class: the mark applies to the bytes written after it is set.
+    int dscp = -1;
     for (auto it = out_.begin(); it != out_.end() && niov + 2 <= kMaxIov; ++it) {
+      if (it->dscp >= 0) {
+        if (dscp >= 0 && it->dscp != dscp) break;
+        dscp = it->dscp;
+      }
       const size_t head_len = it->head.size();
       if (skip < head_len) {
         iov[niov++] = {const_cast<uint8_t*>(it->head.data()) + skip, head_len - skip};
@@ -60,6 +67,7 @@ Status StreamConnection::Flush() {
       }
       skip = 0;
     }
+    if (dscp >= 0) traffic_class_.Prepare(static_cast<uint8_t>(dscp));
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = niov;

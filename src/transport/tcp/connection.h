@@ -7,6 +7,7 @@
 #include "transport/message.h"
 #include "transport/out_queue.h"
 #include "transport/posix/socket.h"
+#include "transport/posix/traffic_class.h"
 
 namespace optcast::transport::tcp {
 
@@ -71,6 +72,7 @@ class StreamConnection final : public Connection {
   // Send side.
   OutQueue out_;
   size_t out_offset_ = 0;  // bytes of out_.front() already written (head then payload)
+  posix::TrafficClass traffic_class_;
 };
 
 }  // namespace optcast::transport::tcp
