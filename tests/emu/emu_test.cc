@@ -256,11 +256,25 @@ TEST_F(EmuTest, CongestionControlAndQueueLengthAreSetPerHost) {
     ASSERT_EQ(Shell(std::string("ip netns exec ") + ns + " sysctl -n net.ipv4.tcp_congestion_control", &out), 0);
     EXPECT_EQ(out, "reno\n") << ns;
   }
+  // Both queues of every port: the priority DSCP's and the rest's.
   for (const char* port : {"w0", "w1", "s0"}) {
     out.clear();
     ASSERT_EQ(Shell(std::string("tc -n optcast-emu-sw qdisc show dev ") + port, &out), 0);
-    EXPECT_NE(out.find("pfifo 10: parent 1:1 limit 100p"), std::string::npos) << port << ": " << out;
+    EXPECT_NE(out.find("pfifo 20: parent 1:2 limit 100p"), std::string::npos) << port << ": " << out;
+    EXPECT_NE(out.find("pfifo 30: parent 1:fff0 limit 100p"), std::string::npos) << port << ": " << out;
   }
+  out.clear();
+  ASSERT_EQ(
+      Shell(optcast_ + " emu up --workers 1 --servers 1 --rate 200mbit --queue-packets 100 --priority-dscp off", &out),
+      0)
+      << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-sw qdisc show dev s0", &out), 0);
+  EXPECT_NE(out.find("pfifo 10: parent 1:1 limit 100p"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 2 --servers 1 --rate 200mbit --tcp-cc reno --queue-packets 100", &out),
+            0)
+      << out;
   out.clear();
   ASSERT_EQ(Shell("sysctl -n net.ipv4.tcp_congestion_control", &out), 0);
   EXPECT_NE(out, "reno\n") << "the machine's own setting must not change";
@@ -356,10 +370,44 @@ TEST_F(EmuTest, HostQueuesGiveEachDestinationItsOwnClass) {
   out.clear();
   ASSERT_EQ(Shell("tc -n optcast-emu-w0 class show dev eth0", &out), 0) << out;
   EXPECT_NE(out.find("class htb 1:1 root"), std::string::npos) << out;
-  EXPECT_EQ(out.find("1:2"), std::string::npos) << "a FIFO host queue has one class: " << out;
+  EXPECT_EQ(out.find("1:3"), std::string::npos) << "a FIFO host queue has one class, and the priority DSCP's: " << out;
   out.clear();
   EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --host-queue drr", &out), 0);
   EXPECT_NE(out.find("--host-queue"), std::string::npos) << out;
+}
+
+// Packets marked with the priority DSCP (46 by default) take the priority class of the sending
+// host's queue and of the switch port towards the receiver; the rest take their usual classes;
+// with --priority-dscp off every port is one class again. Datagrams need no listener, so the
+// counts are exact.
+TEST_F(EmuTest, MarkedPacketsTakeThePriorityClassEverywhere) {
+  std::string out;
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 1 --servers 1 --rate 200mbit", &out), 0) << out;
+  const std::string send =
+      "ip netns exec optcast-emu-w0 python3 -c \"import socket\n"
+      "for tos, n in ((46 << 2, 11), (0, 5)):\n"
+      "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+      "  [s.sendto(b'x' * 100, ('10.99.0.101', 9)) for _ in range(n)]\"";
+  ASSERT_EQ(Shell(send, &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-w0 -s class show dev eth0", &out), 0) << out;
+  EXPECT_EQ(ClassPackets(out, "1:fff0"), 11u) << out;
+  EXPECT_EQ(ClassPackets(out, "1:3"), 5u) << "w0's class for s0: " << out;
+  out.clear();
+  ASSERT_EQ(Shell("tc -n optcast-emu-sw -s class show dev s0", &out), 0) << out;
+  EXPECT_EQ(ClassPackets(out, "1:fff0"), 11u) << out;
+  EXPECT_GE(ClassPackets(out, "1:2"), 5u) << "the rest, ARP included: " << out;
+
+  out.clear();
+  ASSERT_EQ(Shell(optcast_ + " emu up --workers 1 --servers 1 --rate 200mbit --priority-dscp off", &out), 0) << out;
+  for (const char* cmd : {"tc -n optcast-emu-sw class show dev s0", "tc -n optcast-emu-w0 class show dev eth0"}) {
+    out.clear();
+    ASSERT_EQ(Shell(cmd, &out), 0) << out;
+    EXPECT_EQ(out.find("1:fff0"), std::string::npos) << cmd << ": " << out;
+  }
+  out.clear();
+  EXPECT_NE(Shell(optcast_ + " emu up --workers 1 --servers 1 --priority-dscp 64", &out), 0);
+  EXPECT_NE(out.find("--priority-dscp='64' is not a DSCP"), std::string::npos) << out;
 }
 
 // A host cannot send faster than its link, even to many destinations at once after being idle:

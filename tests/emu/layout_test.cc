@@ -165,6 +165,74 @@ TEST(HostQueue, DestinationsBorrowTheLinkAndHoldNoBurstOfTheirOwn) {
   EXPECT_TRUE(Bursts(HostEgressCommands("eth0", 200'000'000, 9000, HostQueue::kFifo, dests)).per_destination.empty());
 }
 
+// The value after `key` in a tc argument list, or "".
+std::string ValueOf(const std::vector<std::string>& cmd, const std::string& key) {
+  auto it = std::find(cmd.begin(), cmd.end(), key);
+  return it == cmd.end() || it + 1 == cmd.end() ? "" : *(it + 1);
+}
+
+// A priority DSCP gets a class of the whole link's rate and burst (it sends ahead of the rest
+// even while the link's class pays off an offload packet), found by the first filter; every other
+// class is served after it; and a port's two classes each get a FIFO of --queue-packets.
+TEST(HostQueue, APriorityDscpIsServedFirstOnPortsAndHosts) {
+  const std::vector<std::string> dests = {"10.99.0.2", "10.99.0.101"};
+  const auto port = PortEgressCommands("s0", 500'000'000, 1500, 100, 0, 46);
+  const auto host = HostEgressCommands("eth0", 500'000'000, 1500, HostQueue::kFair, dests, 0, 46);
+  const auto fifo_host = HostEgressCommands("eth0", 500'000'000, 1500, HostQueue::kFifo, dests, 0, 46);
+  for (const auto* cmds : {&port, &host, &fifo_host}) {
+    int priority_classes = 0, dscp_filters = 0;
+    for (const auto& cmd : *cmds) {
+      if (cmd[0] == "class" && ValueOf(cmd, "parent") == "1:1") {
+        if (ValueOf(cmd, "classid") == kPriorityClass) {
+          ++priority_classes;
+          EXPECT_EQ(ValueOf(cmd, "rate"), "500000000bit");
+          EXPECT_EQ(ValueOf(cmd, "burst"), std::to_string(HtbBurstBytes(500'000'000, 1500)));
+          EXPECT_EQ(ValueOf(cmd, "prio"), "0");
+        } else {
+          EXPECT_EQ(ValueOf(cmd, "rate"), "8kbit");
+          EXPECT_EQ(ValueOf(cmd, "prio"), "1");
+        }
+      }
+      if (cmd[0] == "filter") {
+        if (ValueOf(cmd, "dsfield") == "0xb8") {
+          ++dscp_filters;
+          EXPECT_EQ(ValueOf(cmd, "0xb8"), "0xfc");  // the DSCP bits, not ECN's
+          EXPECT_EQ(ValueOf(cmd, "flowid"), kPriorityClass);
+          EXPECT_EQ(ValueOf(cmd, "prio"), "1");
+        } else {
+          EXPECT_EQ(ValueOf(cmd, "prio"), "2") << "after the DSCP's filter";
+        }
+      }
+    }
+    EXPECT_EQ(priority_classes, 1);
+    EXPECT_EQ(dscp_filters, 1);
+  }
+  int fifos = 0;
+  for (const auto& cmd : port) {
+    if (cmd[0] == "qdisc" && ValueOf(cmd, "pfifo") == "limit") {
+      ++fifos;
+      EXPECT_EQ(ValueOf(cmd, "limit"), "100");
+    }
+  }
+  EXPECT_EQ(fifos, 2);
+  // The port's other class holds the link's burst, as the one class of a port without priority.
+  for (const auto& cmd : port) {
+    if (cmd[0] == "class" && ValueOf(cmd, "classid") == "1:2") {
+      EXPECT_EQ(ValueOf(cmd, "cburst"), std::to_string(HtbBurstBytes(500'000'000, 1500)));
+    }
+  }
+}
+
+TEST(HostQueue, WithoutAPriorityDscpAPortIsOneClassOverOneFifo) {
+  const auto port = PortEgressCommands("s0", 500'000'000, 1500, 100, 0, 0);
+  ASSERT_EQ(port.size(), 3u);
+  EXPECT_EQ(ValueOf(port[0], "default"), "1");
+  EXPECT_EQ(ValueOf(port[1], "classid"), "1:1");
+  EXPECT_EQ(ValueOf(port[2], "parent"), "1:1");
+  EXPECT_EQ(ValueOf(port[2], "limit"), "100");
+  EXPECT_EQ(PortEgressCommands("s0", 500'000'000, 1500, 0, 0, 0).size(), 2u) << "the device's own FIFO";
+}
+
 TEST(HostQueue, ABurstSmallerThanAFrameIsRefusedWithTheFix) {
   ClusterSpec spec;
   spec.workers = 2;

@@ -43,12 +43,13 @@ Status Step(const std::vector<std::string>& argv, bool verbose) {
   return RunChecked(argv);
 }
 
-// HTB on the egress of one veth end: the switch's port towards a host, one class (rate == ceil)
-// over the device's FIFO. The host's own end gets HostEgress. Both ends shaped = full duplex at
-// `rate_bits` each way.
-Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, int mtu, uint64_t burst_bytes,
+// HTB on the egress of one veth end: a switch's port, one class (rate == ceil) over a FIFO of
+// --queue-packets (else the device's), or two with a priority DSCP (host_queue.h). The host's own
+// end gets HostEgress. Both ends shaped = full duplex at `rate_bits` each way.
+Status Shape(const std::string& netns, const std::string& dev, uint64_t rate_bits, const ClusterSpec& spec,
              bool verbose) {
-  for (auto& cmd : HostEgressCommands(dev, rate_bits, mtu, HostQueue::kFifo, {}, burst_bytes)) {
+  for (auto& cmd :
+       PortEgressCommands(dev, rate_bits, spec.mtu, spec.queue_packets, spec.burst_bytes, spec.priority_dscp)) {
     cmd.insert(cmd.begin(), {Tc(), "-n", netns});
     OPTCAST_RETURN_IF_ERROR(Step(cmd, verbose));
   }
@@ -62,8 +63,8 @@ Status ShapeHostEgress(const Host& h, const ClusterSpec& spec, bool verbose) {
   for (const Host& other : Hosts(spec)) {
     if (other.address != h.address) destinations.push_back(other.address);
   }
-  const auto cmds =
-      HostEgressCommands(kHostIface, spec.rate_bits, spec.mtu, spec.host_queue, destinations, spec.burst_bytes);
+  const auto cmds = HostEgressCommands(kHostIface, spec.rate_bits, spec.mtu, spec.host_queue, destinations,
+                                       spec.burst_bytes, spec.priority_dscp);
   char path[] = "/tmp/optcast-emu-tc-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return InternalError(std::string("cannot create a tc batch file in /tmp: ") + std::strerror(errno));
@@ -78,13 +79,6 @@ Status ShapeHostEgress(const Host& h, const ClusterSpec& spec, bool verbose) {
                       : InternalError(std::string("cannot write the tc batch file ") + path);
   ::unlink(path);
   return st;
-}
-
-// A FIFO of `packets` under the port's rate limit: a switch port's buffer of that many frames.
-Status LimitQueue(const std::string& netns, const std::string& dev, int packets, bool verbose) {
-  return Step({Tc(), "-n", netns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit",
-               std::to_string(packets)},
-              verbose);
 }
 
 constexpr char kAllowedCcPath[] = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
@@ -156,8 +150,7 @@ Status AddRack(int rack, const ClusterSpec& spec, bool verbose) {
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "mtu", mtu_text}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "master", kBridge}, verbose));
     OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", where, "link", "set", dev, "up"}, verbose));
-    OPTCAST_RETURN_IF_ERROR(Shape(where, dev, spec.uplink_bits, spec.mtu, spec.burst_bytes, verbose));
-    if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(where, dev, spec.queue_packets, verbose));
+    OPTCAST_RETURN_IF_ERROR(Shape(where, dev, spec.uplink_bits, spec, verbose));
   }
   return Status::Ok();
 }
@@ -179,8 +172,7 @@ Status AddHost(const Host& h, const ClusterSpec& spec, bool verbose) {
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "addr", "add", h.address + "/24", "dev", kHostIface}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", "lo", "up"}, verbose));
   OPTCAST_RETURN_IF_ERROR(Step({Ip(), "-n", h.netns, "link", "set", kHostIface, "up"}, verbose));
-  OPTCAST_RETURN_IF_ERROR(Shape(sw, h.name, rate_bits, mtu, spec.burst_bytes, verbose));
-  if (spec.queue_packets > 0) OPTCAST_RETURN_IF_ERROR(LimitQueue(sw, h.name, spec.queue_packets, verbose));
+  OPTCAST_RETURN_IF_ERROR(Shape(sw, h.name, rate_bits, spec, verbose));
   OPTCAST_RETURN_IF_ERROR(ShapeHostEgress(h, spec, verbose));
   if (spec.tcp_cc.empty()) return Status::Ok();
   // Per namespace since Linux 4.15: every socket the host's processes open uses it.

@@ -51,6 +51,9 @@ struct ClusterSpec {
   // What each host's NIC queue does with several destinations (host_queue.h): per-destination
   // round robin, as a Linux host's default fq_codel does, or one FIFO.
   HostQueue host_queue = HostQueue::kFair;
+  // The DSCP that switch ports and host queues serve first (host_queue.h); 0: none. Optcast
+  // marks latency-bound collectives with 46 by default.
+  int priority_dscp = 46;
   // Racks of workers (0: every host on one switch). Workers fill them in order, workers / racks
   // each. Each rack's switch reaches the spine through an uplink of uplink_bits each way.
   int racks = 0;

@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "tools/emu/cluster.h"
 #include "tools/emu/emu_run.h"
+#include "transport/posix/traffic_class.h"
 
 namespace optcast::tools {
 
@@ -19,6 +20,7 @@ struct EmuFlags {
   std::string min_bytes = "1M";
   std::string max_bytes = "64M";
   std::string host_queue = "fair";
+  std::string priority_dscp = "46";
   std::string uplink;
   bool verbose = false;
 };
@@ -48,6 +50,10 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
                   "Each host's NIC queue: fair (per destination, as Linux's default fq_codel) or fifo")
       ->capture_default_str()
       ->check(CLI::IsMember({"fair", "fifo"}));
+  cmd->add_option("--priority-dscp", f->priority_dscp,
+                  "The DSCP that switch ports and host queues serve first, 0-63 or off (Optcast marks latency-bound "
+                  "collectives with 46 by default; off: every queue one FIFO)")
+      ->capture_default_str();
   cmd->add_option("--racks", f->run.spec.racks,
                   "Racks of workers (workers / racks each), each behind a rack switch whose uplink to a spine is "
                   "limited to --uplink; flat servers get racks of their own, a tree's leaves sit in their rack")
@@ -89,6 +95,11 @@ bool Resolve(EmuFlags* f, bool sizes) {
     return false;
   }
   f->run.spec.host_queue = *emu::ParseHostQueue(f->host_queue);  // CLI11 checked the name
+  if (Status st = transport::posix::ParseDscp(f->priority_dscp, "--priority-dscp", &f->run.spec.priority_dscp);
+      !st.ok()) {
+    std::fprintf(stderr, "optcast emu: %s\n", st.message().c_str());
+    return false;
+  }
   f->run.verbose = f->verbose;
   if (sizes) {
     auto lo = ParseByteSize(f->min_bytes);

@@ -588,6 +588,7 @@ Status Emulation::WriteJson(const std::vector<uint64_t>& sizes) const {
                   {"queue_packets", o_.spec.queue_packets},
                   {"burst_bytes", o_.spec.burst_bytes},
                   {"host_queue", HostQueueName(o_.spec.host_queue)},
+                  {"priority_dscp", o_.spec.priority_dscp},
                   {"racks", o_.spec.racks},
                   {"uplink_bits", o_.spec.uplink_bits},
                   {"rate_Bps", bounds_.rate_Bps},
