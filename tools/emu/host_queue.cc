@@ -27,7 +27,6 @@ class Commands {
   Commands(std::string dev, uint64_t rate_bits, int mtu, uint64_t burst_bytes)
       : dev_(std::move(dev)),
         rate_(std::to_string(rate_bits) + "bit"),
-        rate_bits_(rate_bits),
         frame_(std::to_string(mtu + 14)),
         burst_(std::to_string(burst_bytes > 0 ? burst_bytes : HtbBurstBytes(rate_bits, mtu))) {}
 
@@ -72,7 +71,6 @@ class Commands {
   }
 
   std::string dev_, rate_;
-  uint64_t rate_bits_;
   std::string frame_, burst_;
   std::vector<std::vector<std::string>> cmds_;
 };
