@@ -6,14 +6,9 @@
 
 #include "transport/posix/congestion.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -35,33 +30,14 @@ std::string HostDefault() {
 
 bool HostOffers(const std::string& name) { return transport::posix::CheckCongestionControl(name).ok(); }
 
-uint16_t PortOf(const sockaddr_storage& ss) {
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
-  return 0;
-}
-
 // The congestion control of every connected TCP socket of this process with one end on one of
 // `ports`, keyed "local->peer".
 std::map<std::string, std::string> ConnectionsTo(const std::vector<uint16_t>& ports) {
   std::map<std::string, std::string> out;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
-    const int fd = atoi(e->d_name);
-    struct stat st {};
-    if (e->d_name[0] == '.' || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t llen = sizeof(local), plen = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;  // listeners, unconnected
-    const uint16_t lp = PortOf(local), pp = PortOf(peer);
-    bool ours = false;
-    for (uint16_t p : ports) ours = ours || p == lp || p == pp;
+  ForEachConnectionTo(ports, [&](int fd, const std::string& key) {
     const std::string cc = transport::posix::CongestionControlOf(fd);
-    if (ours && !cc.empty()) out[std::to_string(lp) + "->" + std::to_string(pp)] = cc;
-  }
-  closedir(dir);
+    if (!cc.empty()) out[key] = cc;
+  });
   return out;
 }
 

@@ -1,9 +1,14 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,6 +270,34 @@ void Children::Kill(int i, int sig) {
 
 // ---------------------------------------------------------------------------------------------
 // Ranks
+
+namespace {
+uint16_t PortOf(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
+  return 0;
+}
+}  // namespace
+
+void ForEachConnectionTo(const std::vector<uint16_t>& ports,
+                         const std::function<void(int fd, const std::string& key)>& visit) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    const int fd = atoi(e->d_name);
+    struct stat st {};
+    if (e->d_name[0] == '.' || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t llen = sizeof(local), plen = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;  // listeners, unconnected
+    const uint16_t lp = PortOf(local), pp = PortOf(peer);
+    if (std::any_of(ports.begin(), ports.end(), [&](uint16_t p) { return p == lp || p == pp; })) {
+      visit(fd, std::to_string(lp) + "->" + std::to_string(pp));
+    }
+  }
+  closedir(dir);
+}
 
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,
                 const CommConfig& config, std::unique_ptr<Communicator>* out) {

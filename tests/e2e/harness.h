@@ -182,6 +182,11 @@ struct CommConfig {
   int latency_dscp = 46;
 };
 
+// Calls `visit(fd, "localport->peerport")` for every connected TCP socket of this process with one
+// end on one of `ports` (both ends of a connection between in-process ranks and servers).
+void ForEachConnectionTo(const std::vector<uint16_t>& ports,
+                         const std::function<void(int fd, const std::string& key)>& visit);
+
 Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int nranks, int rank,
                 const CommConfig& config, std::unique_ptr<Communicator>* out);
 

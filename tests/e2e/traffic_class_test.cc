@@ -7,17 +7,16 @@
 #include "transport/posix/traffic_class.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
-#include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checks.h"
@@ -153,30 +152,11 @@ TEST(TrafficClass, AConnectionSwitchesPerMessage) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i * 20 + 16], 1) << i;
 }
 
-uint16_t PortOf(const sockaddr_storage& ss) {
-  return ss.ss_family == AF_INET ? ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port) : 0;
-}
-
 // The TOS byte of every connected TCP socket of this process with one end on one of `ports`,
 // keyed "local->peer" (both ends of each connection: the ranks' and the servers').
 std::map<std::string, int> TosOfConnectionsTo(const std::vector<uint16_t>& ports) {
   std::map<std::string, int> out;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
-    const int fd = atoi(e->d_name);
-    struct stat st {};
-    if (e->d_name[0] == '.' || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t llen = sizeof(local), plen = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
-    const uint16_t lp = PortOf(local), pp = PortOf(peer);
-    bool ours = false;
-    for (uint16_t port : ports) ours = ours || port == lp || port == pp;
-    if (ours) out[std::to_string(lp) + "->" + std::to_string(pp)] = TosOf(fd);
-  }
-  closedir(dir);
+  ForEachConnectionTo(ports, [&](int fd, const std::string& key) { out[key] = TosOf(fd); });
   return out;
 }
 
