@@ -22,6 +22,7 @@
 #include "server/server_metrics.h"
 #include "server/tree_relay.h"
 #include "transport/kind.h"
+#include "transport/posix/traffic_class.h"
 
 namespace optcast::server {
 namespace {
@@ -134,6 +135,10 @@ Status Server::Impl::Start() {
         "OPTCAST_SECRET_FILE (or --secret-file) on servers and workers, listen on 127.0.0.1, or pass --insecure "
         "on a network you trust",
         opts_.listen.host));
+  }
+  if (opts_.latency_dscp < 0 || opts_.latency_dscp > transport::posix::kMaxDscp) {
+    return InvalidArgument(
+        fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", opts_.latency_dscp));
   }
   OPTCAST_RETURN_IF_ERROR(tree_.ResolveParent());
   OPTCAST_RETURN_IF_ERROR(loop_.Listen());

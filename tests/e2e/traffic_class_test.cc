@@ -237,6 +237,22 @@ TEST_F(ServerPathTrafficClass, TheThresholdAndTheDscpAreSettings) {
 }
 
 TEST_F(ServerPathTrafficClass, ABadSettingIsAClearError) {
+  server::ServerOptions so = TestServerOptions();
+  so.latency_dscp = 64;
+  ServerFarm refused;
+  Status bad = refused.Start(1, so);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("latency_dscp 64 is not a DSCP"), std::string::npos) << bad.ToString();
+  CommunicatorOptions co;
+  co.servers = {"127.0.0.1:1"};
+  co.nranks = 1;
+  co.rank = 0;
+  co.latency_dscp = -1;
+  std::unique_ptr<Communicator> comm;
+  bad = Communicator::Create(co, &comm);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("latency_dscp -1 is not a DSCP"), std::string::npos) << bad.ToString();
+
   setenv("OPTCAST_LATENCY_DSCP", "ef", 1);
   CommunicatorOptions o;
   Status st = ApplyEnvironment(&o);

@@ -352,6 +352,8 @@ std::string DescribeNetwork(const ClusterSpec& spec) {
   text += spec.queue_packets > 0 ? ", switch queues of " + std::to_string(spec.queue_packets) + " packets"
                                  : ", default switch queues";
   text += std::string(", ") + HostQueueName(spec.host_queue) + " host queues";
+  text += spec.priority_dscp > 0 ? ", DSCP " + std::to_string(spec.priority_dscp) + " served first"
+                                 : ", no priority queues";
   if (spec.burst_bytes > 0) text += ", link burst " + std::to_string(spec.burst_bytes) + " bytes";
   if (spec.racks > 0) {
     char ratio[64];
