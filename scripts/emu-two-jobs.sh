@@ -10,7 +10,8 @@
 #   sudo chrt -r 10 scripts/emu-two-jobs.sh
 #
 # Environment: RATE (500mbit), MTU (1500), ROUNDS (2), EMU_ARGS (more `optcast emu up` flags, e.g.
-# "--burst 3028 --queue-packets 100"), OPTCAST_BIN. Client variables (OPTCAST_CHUNK_BYTES, ...)
+# "--burst 3028 --queue-packets 100", or "--priority-dscp off" for switch ports and host queues
+# that do not serve the small job's DSCP first), OPTCAST_BIN. Client variables (OPTCAST_CHUNK_BYTES, ...)
 # reach the ranks of both jobs unchanged; STREAM_ENV and SMALL_ENV give one job's ranks more, e.g.
 # STREAM_ENV="OPTCAST_CHUNK_BYTES=16384".
 set -euo pipefail
