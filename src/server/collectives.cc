@@ -353,8 +353,9 @@ void Collectives::Forward(const std::shared_ptr<Job>& job, CollState& coll, cons
   delivery->result_meta = wire::EncodeResult(done);
   delivery->unsent = job->nranks - 1;
   delivery->epoch = d.epoch;
+  delivery->dscp = opts_.LatencyDscp(d);
   if (delivery->unsent == 0) {
-    SendAck(job, delivery->src, done, d.epoch);
+    SendAck(job, delivery->src, done, d.epoch, delivery->dscp);
     return;
   }
   for (uint32_t r = 0; r < job->nranks; ++r) {
@@ -372,8 +373,9 @@ void Collectives::SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank,
                               const std::shared_ptr<AgDelivery>& delivery) {
   OutMessage m = transport::MakeOutMessage(delivery->result_meta, delivery->data.get(), delivery->bytes);
   m.keepalive = delivery->data;
+  m.dscp = delivery->dscp;
   m.on_done = [this, weak = std::weak_ptr<Job>(job), delivery] {
-    if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done, delivery->epoch);
+    if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done, delivery->epoch, delivery->dscp);
   };
   SendTo(*job, rank, std::move(m));
 }
@@ -381,7 +383,8 @@ void Collectives::SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank,
 // The source of an all-gather chunk learns that every other rank has it; not for stripes that a
 // failover replaced meanwhile (the rank no longer waits for them, and the server told it that
 // nothing of them follows).
-void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch) {
+void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch,
+                          uint8_t dscp) {
   std::shared_ptr<Job> job = weak.lock();
   if (!job || job->failed) return;
   job->Answered(rank);
@@ -389,7 +392,9 @@ void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const w
   d.coll_seq = done.coll_seq;
   d.epoch = epoch;
   if (FailoverCoordinator::IsStale(*job, d)) return;
-  SendTo(*job, rank, transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0));
+  OutMessage m = transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0);
+  m.dscp = dscp;
+  SendTo(*job, rank, std::move(m));
 }
 
 // Draws the message's time on the wire on its connection's track: from when the connection was

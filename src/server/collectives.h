@@ -65,7 +65,8 @@ class Collectives : public ReductionSink {
   // All-gather: a complete chunk goes to every other rank; its source is acked once all have it.
   void Forward(const std::shared_ptr<Job>& job, CollState& coll, const Slot& slot);
   void SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank, const std::shared_ptr<AgDelivery>& delivery);
-  void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch);
+  void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch,
+               uint8_t dscp);
   void TraceSend(ConnState* cs, transport::OutMessage* msg);
 
   const ServerOptions& opts_;

@@ -35,7 +35,8 @@ struct ServerOptions {
   uint64_t latency_bytes = 64 * 1024;
   int latency_dscp = 46;
   uint8_t LatencyDscp(const wire::CollDesc& d) const {
-    return d.count * DataTypeSize(d.dtype) <= latency_bytes ? static_cast<uint8_t>(latency_dscp) : uint8_t{0};
+    // Divided, not multiplied: a count from the wire may be anything.
+    return d.count <= latency_bytes / DataTypeSize(d.dtype) ? static_cast<uint8_t>(latency_dscp) : uint8_t{0};
   }
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};

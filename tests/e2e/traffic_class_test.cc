@@ -109,7 +109,7 @@ TEST(TrafficClass, ASettingIsADscpOrOff) {
   EXPECT_EQ(v, 46);
   EXPECT_TRUE(transport::posix::ParseDscp("off", "X", &v).ok());
   EXPECT_EQ(v, 0);
-  for (const char* bad : {"64", "-1", "ef", "", "4 6"}) {
+  for (const char* bad : {"64", "-1", "ef", "", "4 6", " 46", "+46", "460"}) {
     const Status st = transport::posix::ParseDscp(bad, "OPTCAST_LATENCY_DSCP", &v);
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_NE(st.message().find("OPTCAST_LATENCY_DSCP='"), std::string::npos) << st.ToString();
@@ -125,8 +125,9 @@ TEST(TrafficClass, AConnectionSwitchesPerMessage) {
   const int fd = p.a;
   p.a = -1;  // the connection owns it now
   transport::tcp::StreamConnection conn(transport::posix::Socket(fd), 1 << 20, "peer");
-  const uint8_t meta[4] = {1, 2, 3, 4};
+  uint8_t next = 0;
   auto send = [&](int dscp) {
+    const uint8_t meta[4] = {++next, 2, 3, 4};
     transport::OutMessage m = transport::MakeOutMessage(meta, nullptr, 0);
     m.dscp = dscp;
     conn.Send(std::move(m));
@@ -141,15 +142,22 @@ TEST(TrafficClass, AConnectionSwitchesPerMessage) {
   send(-1);
   ASSERT_TRUE(conn.Flush().ok());
   EXPECT_EQ(TosOf(fd), 0);
-  // The peer got every byte, in order: 4 messages of a 16-byte frame header and 4 bytes of meta.
-  std::vector<uint8_t> got(4 * 20);
+  // Two classes in one flush: two writes, the second class last.
+  send(46);
+  send(-1);
+  send(0);
+  ASSERT_TRUE(conn.Flush().ok());
+  EXPECT_FALSE(conn.HasPendingWrites());
+  EXPECT_EQ(TosOf(fd), 0);
+  // The peer got every message once, in order: a 16-byte frame header and 4 bytes of meta each.
+  std::vector<uint8_t> got(7 * 20);
   size_t have = 0;
   while (have < got.size()) {
     const ssize_t n = recv(p.b, got.data() + have, got.size() - have, 0);
     ASSERT_GT(n, 0);
     have += static_cast<size_t>(n);
   }
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i * 20 + 16], 1) << i;
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(got[i * 20 + 16], i + 1) << i;
 }
 
 // The TOS byte of every connected TCP socket of this process with one end on one of `ports`,
@@ -168,8 +176,9 @@ class ServerPathTrafficClass : public ::testing::Test {
 
   // Runs 2 ranks over 2 servers, each rank an allreduce of each of `counts` in turn (checked
   // against the reference), and returns the TOS of every connection after the last.
+  // `gather` > 0: then an AllGather of that many floats per rank.
   std::map<std::string, int> Run(const server::ServerOptions& so, const CommConfig& cfg,
-                                 const std::vector<size_t>& counts) {
+                                 const std::vector<size_t>& counts, size_t gather = 0) {
     ServerFarm farm;
     EXPECT_TRUE(farm.Start(2, so).ok());
     constexpr int kRanks = 2;
@@ -188,6 +197,13 @@ class ServerPathTrafficClass : public ::testing::Test {
           if (st.ok()) {
             const std::string err = VerifyReduction(got.data(), DataType::kFloat32, RedOp::kSum, 31 + i, kRanks, 0, n);
             if (!err.empty()) st = InternalError(err);
+          }
+        }
+        if (st.ok() && gather > 0) {
+          std::vector<float> mine(gather, static_cast<float>(r + 1)), all(gather * kRanks);
+          st = comms[r]->AllGather(mine.data(), all.data(), gather, DataType::kFloat32);
+          for (size_t i = 0; st.ok() && i < all.size(); ++i) {
+            if (all[i] != static_cast<float>(i / gather + 1)) st = InternalError("wrong all-gather element");
           }
         }
         status[r] = st;
@@ -214,6 +230,13 @@ TEST_F(ServerPathTrafficClass, SmallCollectivesAreMarkedAtBothEnds) {
 
 TEST_F(ServerPathTrafficClass, LargeCollectivesGoUnmarked) {
   const auto tos = Run(TestServerOptions(), CommConfig{}, {4096, 1 << 20});
+  ASSERT_EQ(tos.size(), kConnectionEnds);
+  for (const auto& [where, t] : tos) EXPECT_EQ(t, 0) << where;
+}
+
+// An all-gather's forwarded chunks and acks take its own class, not the connection's last one.
+TEST_F(ServerPathTrafficClass, ALargeAllGatherAfterSmallCollectivesGoesUnmarked) {
+  const auto tos = Run(TestServerOptions(), CommConfig{}, {4096, 4096}, 1 << 18);
   ASSERT_EQ(tos.size(), kConnectionEnds);
   for (const auto& [where, t] : tos) EXPECT_EQ(t, 0) << where;
 }

@@ -388,7 +388,7 @@ TEST_F(EmuTest, MarkedPacketsTakeThePriorityClassEverywhere) {
       "for tos, n in ((46 << 2, 11), (0, 5)):\n"
       "  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
       "  [s.sendto(b'x' * 100, ('10.99.0.101', 9)) for _ in range(n)]\"";
-  ASSERT_EQ(Shell(send, &out), 0) << out;
+  ASSERT_EQ(Shell(send + "; sleep 0.3", &out), 0) << out;  // past ARP and the queues
   out.clear();
   ASSERT_EQ(Shell("tc -n optcast-emu-w0 -s class show dev eth0", &out), 0) << out;
   EXPECT_EQ(ClassPackets(out, "1:fff0"), 11u) << out;

@@ -51,8 +51,9 @@ void AddClusterFlags(CLI::App* cmd, EmuFlags* f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fair", "fifo"}));
   cmd->add_option("--priority-dscp", f->priority_dscp,
-                  "The DSCP that switch ports and host queues serve first, 0-63 or off (Optcast marks latency-bound "
-                  "collectives with 46 by default; off: every queue one FIFO)")
+                  "The DSCP that switch ports and host queues serve first, 0-63 or off (every port one FIFO); `run` "
+                  "has its servers and ranks mark latency-bound collectives with it unless OPTCAST_LATENCY_DSCP is "
+                  "set")
       ->capture_default_str();
   cmd->add_option("--racks", f->run.spec.racks,
                   "Racks of workers (workers / racks each), each behind a rack switch whose uplink to a spine is "

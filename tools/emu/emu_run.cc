@@ -450,6 +450,12 @@ Status Emulation::StartServers() {
   // A stuck collective fails after this long; leave room for the slowest op at the largest size.
   const double op_s = static_cast<double>(o_.max_bytes) / std::min(bounds_.server_Bps, bounds_.ring_Bps);
   const int timeout_ms = static_cast<int>(std::max(30000.0, 5000.0 * op_s));
+  // Servers and ranks mark with the DSCP the emulated queues serve first (OPTCAST_LATENCY_DSCP,
+  // when the user set it, wins, for runs where the two differ on purpose).
+  if (o_.spec.priority_dscp > 0 && std::getenv("OPTCAST_LATENCY_DSCP") == nullptr) {
+    setenv("OPTCAST_LATENCY_DSCP", std::to_string(o_.spec.priority_dscp).c_str(), 1);
+  }
+  const char* latency_dscp = std::getenv("OPTCAST_LATENCY_DSCP");
   for (int j = 0; j < o_.spec.servers; ++j) {
     const Host h = ServerHost(j);
     Proc p;
@@ -459,6 +465,7 @@ Status Emulation::StartServers() {
         std::to_string(timeout_ms), "--log-level", "warn",
         // The emulated port's rate: veth reports none of its shaping.
         "--link-rate", o_.server_link_rate.empty() ? FormatBitRate(o_.spec.rate_bits) : o_.server_link_rate};
+    if (latency_dscp != nullptr) args.insert(args.end(), {"--latency-dscp", latency_dscp});
     if (o_.tree && tree_.parent[j] >= 0) {
       args.insert(args.end(), {"--upstream", ServerHost(tree_.parent[j]).address + ":" + std::to_string(kServerPort)});
     }

@@ -11,8 +11,8 @@
 // no share of their own). Switch ports stay single FIFOs, as in commodity switches.
 //
 // Both may give one DSCP strict priority, as datacentre switches and hosts that honour DSCP do
-// (a switch's priority queue; a host's pfifo_fast bands, or fq_codel serving sparse flows
-// first): a priority class with the whole link as a rate of its own, so that it sends ahead of
+// (a switch's priority queue; a host's prio qdisc with a DSCP filter, or fq_codel serving flows
+// with little queued first): a priority class with the whole link as a rate of its own, so that it sends ahead of
 // every other class, even while the link's class is paying off a 64 KB offload packet, which a
 // real port would be sending as 1500-byte frames between which a priority frame goes. Its sends
 // are charged to the link's class, so the others wait for them, and a port still cannot beat its

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace optcast::transport::posix {
@@ -16,9 +17,10 @@ Status ParseDscp(const std::string& text, const std::string& what, int* out) {
     *out = 0;
     return Status::Ok();
   }
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 0 || v > kMaxDscp) {
+  const bool digits = !text.empty() && text.size() <= 2 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const long v = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
+  if (v < 0 || v > kMaxDscp) {
     return InvalidArgument(what + "='" + text + "' is not a DSCP; write 0-63 (46: Expedited Forwarding) or off");
   }
   *out = static_cast<int>(v);
@@ -41,8 +43,13 @@ bool TrafficClass::Set(uint8_t dscp) {
   if (family_ == 0) return false;
   // The two low bits are ECN, which the kernel keeps for TCP whatever is written here.
   const int tos = dscp << 2;
-  const int rc = family_ == AF_INET ? ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos))
-                                    : ::setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+  int rc = ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+  if (family_ == AF_INET6) {
+    // An IPv6 socket's IPv4 peers (v4-mapped, on a dual-stack listener) take IP_TOS, the rest
+    // IPV6_TCLASS: set both, and fail only if the one that applies fails.
+    const int rc6 = ::setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+    rc = rc6 == 0 || rc == 0 ? 0 : rc6;
+  }
   if (rc != 0) {
     family_ = 0;
     return false;

@@ -10,10 +10,16 @@
 // DSCP its own queue ahead of bulk traffic can: the latency-bound messages go out marked, the
 // rest unmarked.
 //
-// Switching a connection's class reorders its bytes in the network when the later ones take a
-// faster queue than earlier ones still in flight, which TCP reads as loss. So a connection moves
-// to a marked class only when it has nothing unacknowledged, and back to the default class at
-// once (its later bytes then queue behind, never ahead of, the earlier ones).
+// The kernel marks a segment when it transmits it, with the socket's class at that moment, so a
+// switch applies to everything not yet sent. Moving into a marked class while earlier bytes are
+// still in flight would let the later ones overtake them in the network, which TCP reads as
+// loss: a connection moves to a marked class only when it has nothing unsent or unacknowledged.
+// It moves back to the default class at once (later bytes then queue behind, never ahead of,
+// earlier ones), which also unmarks the marked bytes it has not sent yet: a small collective
+// followed at once by a large one may lose its mark.
+//
+// On Linux IP_TOS also sets the socket's priority (rt_tos2priority: 46 maps to the "interactive
+// bulk" priority), which a host's prio or mqprio qdisc may use.
 
 #include <cstdint>
 #include <string>

@@ -48,7 +48,7 @@ Status StreamConnection::Flush() {
     iovec iov[kMaxIov];
     size_t niov = 0;
     size_t skip = out_offset_;
-    // One write per traffic class: the mark applies to the bytes written after it is set.
+    // One write per traffic class (posix/traffic_class.h says when a switch takes effect).
     int dscp = -1;
     for (auto it = out_.begin(); it != out_.end() && niov + 2 <= kMaxIov; ++it) {
       if (it->dscp >= 0) {
