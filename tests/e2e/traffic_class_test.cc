@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -150,6 +151,8 @@ TEST(TrafficClass, AConnectionSwitchesPerMessage) {
   EXPECT_FALSE(conn.HasPendingWrites());
   EXPECT_EQ(TosOf(fd), 0);
   // The peer got every message once, in order: a 16-byte frame header and 4 bytes of meta each.
+  const timeval patience{5, 0};  // a lost message fails the test instead of hanging it
+  ASSERT_EQ(setsockopt(p.b, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience)), 0);
   std::vector<uint8_t> got(7 * 20);
   size_t have = 0;
   while (have < got.size()) {

@@ -33,14 +33,14 @@ int64_t UnacknowledgedBytes(int fd) {
   return bytes;
 }
 
-bool TrafficClass::Set(uint8_t dscp) {
+void TrafficClass::Set(uint8_t dscp) {
   if (family_ < 0) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
     family_ = ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0 ? addr.ss_family : 0;
     if (family_ != AF_INET && family_ != AF_INET6) family_ = 0;
   }
-  if (family_ == 0) return false;
+  if (family_ == 0) return;
   // The two low bits are ECN, which the kernel keeps for TCP whatever is written here.
   const int tos = dscp << 2;
   int rc = ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
@@ -51,11 +51,10 @@ bool TrafficClass::Set(uint8_t dscp) {
     rc = rc6 == 0 || rc == 0 ? 0 : rc6;
   }
   if (rc != 0) {
-    family_ = 0;
-    return false;
+    family_ = 0;  // not permitted here: the default class from now on
+    return;
   }
   current_ = dscp;
-  return true;
 }
 
 void TrafficClass::Prepare(uint8_t dscp) {

@@ -43,7 +43,7 @@ class TrafficClass {
   uint8_t current() const { return current_; }
 
  private:
-  bool Set(uint8_t dscp);
+  void Set(uint8_t dscp);
 
   int fd_;
   uint8_t current_ = 0;
