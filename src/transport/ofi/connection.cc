@@ -211,10 +211,19 @@ Status FabricConnection::PostHeadRecv(uint32_t slot) {
   for (;;) {
     const ssize_t rc = fi_trecv(ep_, recv_slots_.data() + slot * kSlotBytes, kSlotBytes, recv_desc_, FI_ADDR_UNSPEC,
                                 kHeadTag, 0, &op.ctx);
-    if (rc == 0) return Status::Ok();
+    if (rc == 0) {
+      heads_.push_back({slot});
+      return Status::Ok();
+    }
     if (rc != -FI_EAGAIN || give_up.Expired()) return UnavailableError(FiError("fi_trecv", rc));
     OPTCAST_RETURN_IF_ERROR(PollCompletions());
   }
+}
+
+size_t FabricConnection::HeadsReady() const {
+  size_t n = 0;
+  while (n < heads_.size() && heads_[n].done) ++n;
+  return n;
 }
 
 void FabricConnection::Send(OutMessage msg) { queued_.push_back(std::move(msg)); }
@@ -239,7 +248,15 @@ Status FabricConnection::PollCompletions() {
       switch (op->kind) {
         case OpKind::kSendHead:
         case OpKind::kSendPayload: --op->msg->left; break;
-        case OpKind::kRecvHead: ready_.push_back({op->slot, entries[i].len}); break;
+        case OpKind::kRecvHead:
+          for (HeadRecv& h : heads_) {
+            if (h.slot == op->slot && !h.done) {
+              h.done = true;
+              h.len = entries[i].len;
+              break;
+            }
+          }
+          break;
         case OpKind::kRecvPayload:
           if (rx_left_ > 0) --rx_left_;
           break;
@@ -369,9 +386,9 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
       OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
       continue;
     }
-    if (ready_.empty()) return Status::Ok();
-    const ReadyHead head = ready_.front();
-    ready_.pop_front();
+    if (!HeadReady()) return Status::Ok();
+    const HeadRecv head = heads_.front();
+    heads_.pop_front();
     const uint8_t* h = recv_slots_.data() + head.slot * kSlotBytes;
     if (head.len < kFrameHeaderSize || GetU32(h) != kFrameMagic) {
       return ProtocolError("garbage from " + peer_ +
@@ -443,11 +460,11 @@ Status FabricConnection::ReadAvailable(MessageHandler& handler, size_t) {
     int quiet = 0;
     const Deadline give_up = Deadline::After(std::chrono::milliseconds(200));
     while (st.ok() && quiet < 10 && !give_up.Expired()) {
-      const size_t before = ready_.size() + rx_left_;
+      const size_t before = HeadsReady() + rx_left_;
       const uint64_t received = rx_number_;
       st = PollCompletions();
       if (st.ok()) st = Deliver(handler);
-      quiet = (ready_.size() + rx_left_ == before && rx_number_ == received) ? quiet + 1 : 0;
+      quiet = (HeadsReady() + rx_left_ == before && rx_number_ == received) ? quiet + 1 : 0;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (st.ok()) st = UnavailableError("connection to " + peer_ + " closed by the peer");
@@ -465,8 +482,7 @@ void FabricConnection::Rearm() {
   if (ep_ == nullptr) return;
   // A send refused for want of room is retried when one of ours completes (the completion wakes
   // us); only with nothing of ours in flight must we come back unprompted.
-  bool again =
-      (send_blocked_ && posted_.empty()) || (!rx_payload_ && !ready_.empty()) || (rx_payload_ && rx_left_ == 0);
+  bool again = (send_blocked_ && posted_.empty()) || (!rx_payload_ && HeadReady()) || (rx_payload_ && rx_left_ == 0);
   if (!again) {
     fid* f = &cq_->fid;
     again = fi_trywait(fabric_->fabric(), &f, 1) != FI_SUCCESS;
@@ -560,9 +576,10 @@ bool FabricConnection::DiscardAvailable() {
   const bool open = ControlOpen();
   if (broken_.ok()) {
     Status st = PollCompletions();
-    while (st.ok() && !ready_.empty()) {
-      st = PostHeadRecv(ready_.front().slot);
-      ready_.pop_front();
+    while (st.ok() && HeadReady()) {
+      const uint32_t slot = heads_.front().slot;
+      heads_.pop_front();
+      st = PostHeadRecv(slot);
     }
     if (st.ok()) st = PostQueued();
     RunDoneCallbacks();

@@ -21,7 +21,9 @@ namespace optcast::transport::ofi {
 // Each message goes out as two tagged sends: its frame header and meta (tag kHeadTag, copied into
 // a registered slot) and its payload straight from the caller's buffer (tag kPayloadTag | the
 // message's number), which the receiver posts straight into the destination its handler chose.
-// Sends are ordered (FI_ORDER_SAS), so headers arrive in order and message numbers agree.
+// Sends are ordered (FI_ORDER_SAS) and posted receives match in the order they were posted, so
+// the n-th header receive posted holds the n-th message: messages are numbered by that order, not
+// by the order their completions are read, which the provider may change.
 //
 // A TCP "control" socket, opened to exchange fabric addresses, stays open for the connection's
 // life: reliable datagrams do not tell when a peer dies or closes, and its end-of-stream does.
@@ -82,9 +84,11 @@ class FabricConnection final : public Connection {
     std::vector<Op> ops;
     std::vector<fid_mr*> held;  // registrations of the payload, released when all complete
   };
-  struct ReadyHead {
+  // A posted header receive; `len` is set once it has completed.
+  struct HeadRecv {
     uint32_t slot;
-    size_t len;
+    bool done = false;
+    size_t len = 0;
   };
 
   FabricConnection() = default;
@@ -97,6 +101,9 @@ class FabricConnection final : public Connection {
   Status PostHeadRecv(uint32_t slot);
   // Hands arrived messages to the handler, one at a time as the stream would.
   Status Deliver(MessageHandler& handler);
+  // The oldest posted header receive has completed: the next message's header is here.
+  bool HeadReady() const { return !heads_.empty() && heads_.front().done; }
+  size_t HeadsReady() const;
   void RunDoneCallbacks();
   // Reads the control socket: false once the peer has closed it.
   bool ControlOpen();
@@ -150,7 +157,9 @@ class FabricConnection final : public Connection {
   std::vector<std::function<void()>> done_;
   uint64_t tx_number_ = 0;
 
-  std::deque<ReadyHead> ready_;
+  // Header receives in the order they were posted, which is the order they match messages in
+  // (libfabric matches posted receives in order; their completions may come in any order).
+  std::deque<HeadRecv> heads_;
   uint64_t rx_number_ = 0;
   bool rx_payload_ = false;  // a payload is being received
   uint32_t rx_left_ = 0;     // its segments still to complete
