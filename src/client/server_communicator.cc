@@ -1014,9 +1014,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     agreed_.clear();
     if (report_due_ && broken_.ok()) SendReports();
-    // Over libfabric a server's heartbeats can go unseen for seconds at start (docs/reliability.md):
-    // there only a lost connection counts.
-    if (broken_.ok() && transport_ != transport::Kind::kOfi) CheckHeartbeats();
+    if (broken_.ok()) CheckHeartbeats();
     // A dead server's connection goes now, with whatever it had posted into our buffers; one that
     // was told this rank leaves it once it has closed its end (TellLeaving).
     for (auto& s : servers_) {

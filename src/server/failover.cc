@@ -25,8 +25,8 @@ std::string ListServers(uint64_t mask) {
 }  // namespace
 
 FailoverCoordinator::FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs,
-                                         Collectives& collectives, bool heartbeats)
-    : metrics_(metrics), loop_(loop), jobs_(jobs), collectives_(collectives), heartbeats_(heartbeats) {}
+                                         Collectives& collectives)
+    : metrics_(metrics), loop_(loop), jobs_(jobs), collectives_(collectives) {}
 
 void FailoverCoordinator::Announce(const std::shared_ptr<Job>& job, const std::vector<uint8_t>& meta, bool ranks_only) {
   for (auto& [rank, p] : job->participants) {
@@ -203,7 +203,6 @@ bool FailoverCoordinator::IsStale(const Job& job, const wire::CollDesc& d) {
 }
 
 void FailoverCoordinator::SendHeartbeats(Clock::time_point now) {
-  if (!heartbeats_) return;
   for (const auto& [id, job] : jobs_.all()) {
     // To every rank, not only those with a collective open here: a rank may wait on this server
     // before its first chunk has arrived (a slow transport, a busy host). In a tree too: a leaf

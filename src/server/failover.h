@@ -29,10 +29,7 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 
 class FailoverCoordinator {
  public:
-  // `heartbeats`: send them (not over libfabric, where unsolicited messages to an idle rank
-  // stalled collectives; ranks there do not check them).
-  FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs, Collectives& collectives,
-                      bool heartbeats);
+  FailoverCoordinator(ServerMetrics& metrics, ConnectionLoop& loop, JobTable& jobs, Collectives& collectives);
 
   Status OnReport(ConnState* cs, const wire::FailoverReport& report);
   Status OnEpoch(ConnState* cs, const wire::EpochChange& change);
@@ -67,7 +64,6 @@ class FailoverCoordinator {
   ConnectionLoop& loop_;
   JobTable& jobs_;
   Collectives& collectives_;
-  const bool heartbeats_;
   const std::vector<uint8_t> heartbeat_ = wire::EncodeHeartbeat();
 };
 

@@ -63,7 +63,7 @@ class Server::Impl : public ConnectionLoop::Events {
         collectives_(opts_, metrics_, loop_, jobs_, pool_, dispatcher_),
         tree_(opts_, metrics_, loop_, jobs_, pool_, collectives_),
         admission_(opts_, metrics_, loop_, jobs_, tree_),
-        failover_(metrics_, loop_, jobs_, collectives_, opts_.transport != transport::Kind::kOfi) {
+        failover_(metrics_, loop_, jobs_, collectives_) {
     dispatcher_.set_sink(&collectives_);
   }
 

@@ -107,8 +107,8 @@ TEST(Daemon, AClientTimeoutNamesAFrozenServer) {
   CommConfig config = Config();
   config.timeout = milliseconds(3000);  // the hello waits as long: leave room on a loaded machine
   // With failover on, a server that sends no heartbeat for the heartbeat bound counts as dead before
-  // the client's timeout (E2eFailover.FrozenServerIsDroppedWithinTheHeartbeatBound); here the
-  // client's own timeout asks the frozen server, as over ofi, where servers send no heartbeats.
+  // the client's timeout (E2eFailover.FrozenServerIsDroppedWithinTheHeartbeatBound); here, with
+  // failover off, the client's own timeout asks the frozen server.
   config.failover = false;
   std::unique_ptr<Communicator> comm;
   E2E_ASSERT_OK(e2e::MakeComm({srv.address()}, JobId::Random(), 1, 0, config, &comm));
