@@ -133,11 +133,12 @@ TEST(OfiTransport, MessagesWithPayloadsArriveInOrderAndIntactBothWays) {
   }
 }
 
-// Receives complete in whatever order the provider writes their completions, which need not be the
-// order in which they matched (libfabric guarantees the matching order, not the completion
-// order). Many messages both ways, of sizes on both sides of ofi_rxm's eager limit and some
-// without payload (as heartbeats are), with each end now and then not reading for a while so that
-// headers queue up unexpected at the provider: every message must arrive whole and in order.
+// Numbering and delivery under stress: many messages both ways, of sizes on both sides of
+// ofi_rxm's eager limit and some without payload (as heartbeats are), with each end now and then
+// not reading for a while so that headers queue up unexpected at the provider: every message must
+// arrive whole and in order. The provider here reports completions in matching order, so this
+// cannot make it reorder them (the case the connection numbers by posting order for); a
+// misnumbered message fails it by contents or by stalling.
 TEST(OfiTransport, ManyMessagesBothWaysKeepTheirOrderWhileTheReceiversLag) {
   Pair p;
   Status st = MakePair(&p);
