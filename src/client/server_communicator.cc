@@ -803,6 +803,24 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       }
     }
     Abandon(failed, why);
+    TellServersWhy();
+  }
+
+  // This rank gives up because it lost a server: the servers left fail the job with its reason,
+  // so that every other rank's error names the dead server and not only this rank's departure
+  // (which another rank may hear of first). Once. (A timeout is not sent: the other ranks wait
+  // on the same collective, and their own timeouts name what it waits for.)
+  void TellServersWhy() {
+    if (told_servers_ || broken_.code() != Code::kUnavailable) return;
+    told_servers_ = true;
+    const auto text = wire::EncodeError({broken_.code(), 0, broken_.message()});
+    for (auto& s : servers_) {
+      if (s.failed || !s.conn) continue;
+      s.conn->Send(transport::MakeOutMessage(text, nullptr, 0));
+      // Out now, while the process may still be about to exit; a failure here is found by the
+      // next read of this link.
+      (void)s.conn->Flush();
+    }
   }
 
   // Fails these requests. Their buffers go back to the caller, so nothing may read them later:
@@ -845,6 +863,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
     }
     active_.clear();
     Abandon(failed, why);
+    TellServersWhy();
   }
 
   // ---- failover (docs/reliability.md) ----
@@ -1310,6 +1329,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // A server welcomed this rank into an aggregation tree: every server of a tree job says so,
   // so every rank cuts its stripes alike.
   bool in_tree_ = false;
+  bool told_servers_ = false;  // TellServersWhy has run
   // The slowest port rate the servers announced (bit/s; 0: none did). Fixed at the join, so a
   // failover never changes how a size is striped.
   uint64_t link_rate_bits_ = 0;

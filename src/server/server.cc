@@ -244,8 +244,18 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
       loop_.Send(cs, transport::MakeOutMessage(wire::EncodeStallReport(report), nullptr, 0));
       return Status::Ok();
     }
-    case wire::MsgType::kGrow:
     case wire::MsgType::kError:
+      if (cs->job && !cs->server_member) {
+        // The rank gives up (it lost another server, or waited too long): the job cannot go on,
+        // and its other ranks learn why.
+        if (payload_len != 0) return ProtocolError("error report carries a payload");
+        Log().warn("rank {} ({}) of job {} gave up: {}", cs->rank, cs->conn->peer(), cs->job->hex, msg.error.text);
+        jobs_.Fail(cs->job, {Code::kPeerFailed, fmt::format("rank {} ({}) of job {} gave up: {}", cs->rank,
+                                                            cs->conn->peer(), cs->job->hex, msg.error.text)});
+        return Status::Ok();
+      }
+      [[fallthrough]];
+    case wire::MsgType::kGrow:
       if (cs->job && cs->server_member) return tree_.OnDownstreamMessage(cs, msg);
       [[fallthrough]];
     default: return ProtocolError(fmt::format("a client may not send message type {}", static_cast<int>(msg.type)));
