@@ -31,13 +31,6 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Over libfabric failover is not yet reliable (docs/reliability.md); as in tests/e2e, those runs
-// are asked for with OPTCAST_TEST_OFI_FAILOVER=1.
-bool SkipOverFabric() {
-  const char* v = std::getenv("OPTCAST_TEST_OFI_FAILOVER");
-  return e2e::OverFabric() && !(v != nullptr && std::string(v) == "1");
-}
-
 // root0 <- {a0, b0} is tree 0, root1 <- {a1, b1} tree 1; ranks 0, 1 are in rack a, 2, 3 in rack
 // b, each listing its rack's leaves in tree order. Both trees have the shape `kShape`.
 const TreeShape kShape{{-1, 0, 0}, {1, 1, 2, 2}};
@@ -170,7 +163,6 @@ struct JobRun {
 // tree 1 gives the job up (no job left there), and tree 0's servers count the failover.
 TEST(TreeFailover, ALeafSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
-  if (SkipOverFabric()) GTEST_SKIP() << "failover over ofi: set OPTCAST_TEST_OFI_FAILOVER=1";
   TwoTrees trees;
   ASSERT_TRUE(trees.Start().ok());
   JobRun run;
@@ -194,7 +186,6 @@ TEST(TreeFailover, ALeafSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
 // as "unavailable", so every rank drops tree 1 and the job goes on over tree 0.
 TEST(TreeFailover, ARootSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
-  if (SkipOverFabric()) GTEST_SKIP() << "failover over ofi: set OPTCAST_TEST_OFI_FAILOVER=1";
   TwoTrees trees;
   ASSERT_TRUE(trees.Start().ok());
   JobRun run;
@@ -209,7 +200,6 @@ TEST(TreeFailover, ARootSigkilledMidAllreduceMovesTheJobToTheOtherTree) {
 // child, the ranks drop tree 1, and the failover goes through tree 0's inner server both ways
 // (reports and Epochs up, the Notice and the announcement down).
 TEST(TreeFailover, AnInnerServerOfOneOfTwoDepth3TreesStoppedMovesTheJobToTheOtherTree) {
-  if (SkipOverFabric()) GTEST_SKIP() << "failover over ofi: set OPTCAST_TEST_OFI_FAILOVER=1";
   // Nodes 0-3: tree 0 (root, inner, leaf of rack a, leaf of rack b); 4-7: tree 1, the same.
   const std::vector<int> parent{-1, 0, 1, 1, -1, 4, 5, 5};
   server::ServerOptions o = e2e::TestServerOptions();
@@ -242,7 +232,6 @@ TEST(TreeFailover, AnInnerServerOfOneOfTwoDepth3TreesStoppedMovesTheJobToTheOthe
 // an error that says no server is left, and none gets a wrong result.
 TEST(TreeFailover, WhenTheLastTreeLosesALeafEveryRankFailsClearly) {
   if (daemon::OptcastBinary().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set";
-  if (SkipOverFabric()) GTEST_SKIP() << "failover over ofi: set OPTCAST_TEST_OFI_FAILOVER=1";
   TwoTrees trees;
   ASSERT_TRUE(trees.Start().ok());
   JobRun run;

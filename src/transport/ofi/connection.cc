@@ -26,6 +26,8 @@ namespace {
 constexpr uint64_t kHeadTag = 0;
 constexpr uint64_t kPayloadTag = uint64_t{1} << 56;
 constexpr uint64_t kNumberMask = kPayloadTag - 1;
+// Never sent: the tag of the send that opens an endpoint's connection to itself.
+constexpr uint64_t kSelfTag = uint64_t{2} << 56;
 constexpr size_t kSlotBytes = kFrameHeaderSize + kMaxMetaBytes;
 constexpr uint32_t kSendSlots = 32;
 constexpr uint32_t kRecvSlots = 16;
@@ -63,7 +65,7 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket cont
   fi_av_attr av_attr{};
   av_attr.type =
       fabric_->info()->domain_attr->av_type != FI_AV_UNSPEC ? fabric_->info()->domain_attr->av_type : FI_AV_TABLE;
-  av_attr.count = 1;
+  av_attr.count = 2;  // the peer, and this endpoint itself (HoldConnectionIndex)
   rc = fi_av_open(fabric_->domain(), &av_attr, &av_, nullptr);
   if (rc != 0) return UnavailableError(FiError("fi_av_open", rc));
   rc = fi_endpoint(fabric_->domain(), fabric_->info(), &ep_, nullptr);
@@ -200,7 +202,22 @@ Status FabricConnection::SetPeerAddress(const std::vector<uint8_t>& address) {
   const int n = fi_av_insert(av_, address.data(), 1, &peer_addr_, 0, nullptr);
   if (n != 1) return ProtocolError("fabric address of " + peer_ + " was not accepted (fi_av_insert)");
   for (uint32_t i = 0; i < kRecvSlots; ++i) OPTCAST_RETURN_IF_ERROR(PostHeadRecv(i));
+  HoldConnectionIndex();
   return Status::Ok();
+}
+
+// ofi_rxm keeps an endpoint's connections in an index map whose blocks it frees when their last
+// connection goes. A rendezvous request that arrived before its receive was posted keeps only its
+// connection's index, and ofi_rxm (1.17) reads the map at that index, unchecked, once the receive
+// matches it: after the peer has gone, from a freed block, which crashes the process. A
+// connection of the endpoint to itself keeps the block: the lookup then finds no connection and
+// the receive fails with an error (Deliver). It is opened by a send that ofi_rxm answers with
+// "again" while it connects, and that is never retried: nothing is sent on it.
+void FabricConnection::HoldConnectionIndex() {
+  if (fabric_->provider().find("ofi_rxm") == std::string::npos) return;
+  fi_addr_t self = FI_ADDR_UNSPEC;
+  if (fi_av_insert(av_, local_address_.data(), 1, &self, 0, nullptr) != 1) return;
+  (void)fi_tinject(ep_, nullptr, 0, self, kSelfTag);
 }
 
 Status FabricConnection::PostHeadRecv(uint32_t slot) {
@@ -433,6 +450,10 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
         const ssize_t rc = fi_trecv(ep_, dst + off, len, desc, FI_ADDR_UNSPEC, kPayloadTag | (number & kNumberMask), 0,
                                     &rx_ops_[s].ctx);
         if (rc == 0) break;
+        if (rc != -FI_EAGAIN && !ControlOpen()) {
+          return UnavailableError("connection to " + peer_ + " closed by the peer before its last payload arrived (" +
+                                  FiError("fi_trecv", rc) + ")");
+        }
         if (rc != -FI_EAGAIN || give_up.Expired()) return UnavailableError(FiError("fi_trecv", rc));
         OPTCAST_RETURN_IF_ERROR(PollCompletions());
       }

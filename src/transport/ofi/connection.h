@@ -99,6 +99,8 @@ class FabricConnection final : public Connection {
   Status PostQueued();
   Status PostPayloadSegments(Posted* p);
   Status PostHeadRecv(uint32_t slot);
+  // ofi_rxm only: opens the endpoint's connection to itself (see connection.cc).
+  void HoldConnectionIndex();
   // Hands arrived messages to the handler, one at a time as the stream would.
   Status Deliver(MessageHandler& handler);
   // The oldest posted header receive has completed: the next message's header is here.
