@@ -212,9 +212,11 @@ Status FabricConnection::SetPeerAddress(const std::vector<uint8_t>& address) {
 // matches it: after the peer has gone, from a freed block, which crashes the process. A
 // connection of the endpoint to itself keeps the block: the lookup then finds no connection and
 // the receive fails with an error (Deliver). It is opened by a send that ofi_rxm answers with
-// "again" while it connects, and that is never retried: nothing is sent on it.
+// "again" while it connects, and that is never retried: nothing is sent on it. Only over tcp:
+// ofi_rxm looks connections up by index only with a shared receive context, its default there.
 void FabricConnection::HoldConnectionIndex() {
-  if (fabric_->provider().find("ofi_rxm") == std::string::npos) return;
+  const std::string& p = fabric_->provider();
+  if (p.rfind("tcp", 0) != 0 || p.find("ofi_rxm") == std::string::npos) return;
   fi_addr_t self = FI_ADDR_UNSPEC;
   if (fi_av_insert(av_, local_address_.data(), 1, &self, 0, nullptr) != 1) return;
   (void)fi_tinject(ep_, nullptr, 0, self, kSelfTag);
