@@ -83,7 +83,9 @@ inline constexpr double kChunkRoundPortSeconds = 5.0e-3;
 // `policy` with its sizes capped for ports of `link_rate_bits` (0: unknown, no cap).
 ChunkPolicy ForLinkRate(const ChunkPolicy& policy, int nranks, uint64_t link_rate_bits);
 
-// Elements per chunk: `override_bytes` > 0 wins; otherwise `policy`'s share of the largest shard.
+// Elements per chunk: `override_bytes` > 0 wins; otherwise `policy`'s share of the largest shard,
+// evened out where that would leave a last chunk of less than half the others: as many chunks,
+// all of one size (the last one at most a few elements short).
 uint64_t ChooseChunkElems(DataType dtype, uint64_t count, int nservers, size_t override_bytes, uint64_t max_payload,
                           const ChunkPolicy& policy = kStreamChunks);
 

@@ -146,7 +146,7 @@ TEST(PlanServersToUse, LargeMessagesUseEveryServer) {
 // A round of 8 ranks' chunks through a port in at most 5 ms, to the nearest 4 KiB, worked by hand.
 TEST(PlanForLinkRate, ChunksShrinkOnSlowPortsOnly) {
   auto cap = [](const ChunkPolicy& p, int nranks, uint64_t bits) { return ForLinkRate(p, nranks, bits).max_bytes; };
-  EXPECT_EQ(cap(kStreamChunks, 8, 0), kStreamChunkBytes);                  // unknown: unchanged
+  EXPECT_EQ(cap(kStreamChunks, 8, 0), kStreamChunkBytes);                   // unknown: unchanged
   EXPECT_EQ(cap(kStreamChunks, 8, 100'000'000'000ull), kStreamChunkBytes);  // fast: unchanged
   EXPECT_EQ(cap(kStreamChunks, 8, 500'000'000ull), kStreamChunkBytes);      // 39062 B: above 32 KiB
   EXPECT_EQ(cap(kStreamChunks, 8, 200'000'000ull), 16384u);                 // 15625 -> 16 KiB
@@ -214,27 +214,39 @@ TEST(PlanChunkElems, AlwaysAtLeastOne) {
   }
 }
 
-TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAndShortShardsInTwo) {
+TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksWithoutASmallLastOneAndShortShardsInTwo) {
   const uint64_t big_payload = 64u << 20;
   for (int dt = 0; dt < kNumDataTypes; ++dt) {
     const auto dtype = static_cast<DataType>(dt);
     const uint64_t es = DataTypeSize(dtype);
     for (uint64_t c = 1; c < (uint64_t{1} << 34); c = c * 3 + 1) {
       for (int ns : {1, 2, 3, 5, 8}) {
-        // Whole elements of at most 32 KiB. A shard of more than 64 KiB: less than one element
-        // short of 32 KiB. Of 16-64 KiB: two chunks. Of at most 16 KiB: one.
-        const uint64_t bytes = ChooseChunkElems(dtype, c, ns, 0, big_payload) * es;
-        const uint64_t shard = Shard(c, ns, 0).len * es;
-        const uint64_t chunks = (shard + bytes - 1) / bytes;
-        const std::string where =
-            std::string(DataTypeName(dtype)) + " count=" + std::to_string(c) + " servers=" + std::to_string(ns);
-        EXPECT_LE(bytes, 32u << 10) << where;
-        if (shard > (64u << 10)) {
-          EXPECT_GT(bytes + es, 32u << 10) << where;
-        } else if (shard > (16u << 10)) {
-          EXPECT_EQ(chunks, 2u) << where;
-        } else {
-          EXPECT_LE(chunks, 1u) << where;
+        // Whole elements of at most 32 KiB. A shard of more than 64 KiB: as many chunks as 32 KiB
+        // ones would take; no last chunk under half the others (one element per chunk aside),
+        // and chunks of 32 KiB (but for an element) unless that was what it took. Of 16-64 KiB:
+        // two chunks. Of at most 16 KiB: one.
+        const uint64_t elems = ChooseChunkElems(dtype, c, ns, 0, big_payload);
+        const uint64_t bytes = elems * es;
+        for (int server = 0; server < ns; ++server) {
+          const uint64_t shard_elems = Shard(c, ns, server).len;
+          const uint64_t shard = shard_elems * es;
+          const uint64_t chunks = (shard_elems + elems - 1) / elems;
+          const std::string where = std::string(DataTypeName(dtype)) + " count=" + std::to_string(c) +
+                                    " servers=" + std::to_string(ns) + " server=" + std::to_string(server);
+          EXPECT_LE(bytes, 32u << 10) << where;
+          if (shard > (64u << 10)) {
+            EXPECT_EQ(chunks, (shard + (32u << 10) - 1) / (32u << 10)) << where;
+            const uint64_t last = shard_elems - (chunks - 1) * elems;
+            EXPECT_GE(2 * (last + chunks), elems)
+                << where << ": a last chunk of " << last << " elements after " << elems;
+            if (server == 0 && 2 * (shard % (32u << 10)) >= (32u << 10)) {
+              EXPECT_GT(bytes + es, 32u << 10) << where;
+            }
+          } else if (shard > (16u << 10) && server == 0) {
+            EXPECT_EQ(chunks, 2u) << where;
+          } else if (shard <= (16u << 10)) {
+            EXPECT_LE(chunks, 1u) << where;
+          }
         }
       }
     }
@@ -243,6 +255,16 @@ TEST(PlanChunkElems, StreamPolicyCuts32KiBChunksAndShortShardsInTwo) {
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{1} << 20) / 4, 8, 0, big_payload), 8192u) << "1 MiB on 8 servers";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, big_payload), 8192u) << "256 MiB on 2 servers";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 20) / 4, 2, 0, 16 << 10), 4096u) << "the servers' cap wins";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{1056} << 10) / 4, 8, 0, big_payload), 6759u)
+      << "1056 KiB on 8: shards of 132 KiB in 5 chunks of 26.4 KiB, not 4 x 32 KiB and 4 KiB";
+  EXPECT_EQ(
+      ChooseChunkElems(f32, (uint64_t{1} << 20) / 4, 8, 0, big_payload, ForLinkRate(kStreamChunks, 8, 300'000'000ull)),
+      5462u)
+      << "1 MiB on 8 at 300 Mbit/s (24 KiB cap): 6 chunks of 21.3 KiB, not 5 x 24 KiB and 8 KiB";
+  EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{512} << 10) / 4, 8, 0, big_payload,
+                             ForLinkRate(kStreamChunks, 8, 300'000'000ull)),
+            6144u)
+      << "512 KiB on 8 at 300 Mbit/s: 24, 24 and 16 KiB stay";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{256} << 10) / 4, 8, 0, big_payload), 4096u) << "256 KiB on 8: 2 x 16 KiB";
   EXPECT_EQ(ChooseChunkElems(f32, (uint64_t{128} << 10) / 4, 8, 0, big_payload), 4096u) << "128 KiB on 8: one";
 }
