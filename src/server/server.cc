@@ -246,10 +246,9 @@ Status Server::Impl::OnMessageMeta(transport::Connection& c, std::span<const uin
     }
     case wire::MsgType::kError:
       if (cs->job && !cs->server_member) {
-        // The rank gives up (it lost another server, or waited too long): the job cannot go on,
-        // and its other ranks learn why.
+        // The rank gives up (it lost another of the job's servers): the job cannot go on, and
+        // its other ranks learn why (Fail logs it).
         if (payload_len != 0) return ProtocolError("error report carries a payload");
-        Log().warn("rank {} ({}) of job {} gave up: {}", cs->rank, cs->conn->peer(), cs->job->hex, msg.error.text);
         jobs_.Fail(cs->job, {Code::kPeerFailed, fmt::format("rank {} ({}) of job {} gave up: {}", cs->rank,
                                                             cs->conn->peer(), cs->job->hex, msg.error.text)});
         return Status::Ok();

@@ -72,6 +72,18 @@ bool Pump(Connection& a, MessageHandler& ha, Connection& b, MessageHandler& hb, 
   return true;
 }
 
+// Reads `c` as its descriptor allows until a read fails or 5 s pass; that read's status.
+Status ReadUntilError(Connection& c, MessageHandler& h) {
+  Status st;
+  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (st.ok() && std::chrono::steady_clock::now() < until) {
+    pollfd pf{c.fd(), POLLIN, 0};
+    ::poll(&pf, 1, 20);
+    st = c.ReadAvailable(h);
+  }
+  return st;
+}
+
 struct Pair {
   std::unique_ptr<Listener> listener;
   std::unique_ptr<Connection> client, server;
@@ -224,13 +236,7 @@ TEST(OfiTransport, ClosingOneEndIsSeenByTheOtherAfterItsLastMessage) {
   Collector at_server, at_client;
   ASSERT_TRUE(Pump(*p.client, at_client, *p.server, at_server, [&] { return sent; }));
   p.server->ShutdownWrite();
-  Status st;
-  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
-  while (st.ok() && std::chrono::steady_clock::now() < until) {
-    pollfd pf{p.client->fd(), POLLIN, 0};
-    ::poll(&pf, 1, 20);
-    st = p.client->ReadAvailable(at_client);
-  }
+  const Status st = ReadUntilError(*p.client, at_client);
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
   ASSERT_EQ(at_client.metas.size(), 1u);
   EXPECT_EQ(at_client.metas[0][0], 42);
@@ -239,8 +245,8 @@ TEST(OfiTransport, ClosingOneEndIsSeenByTheOtherAfterItsLastMessage) {
 // A peer that goes while its last payload waits, announced but unread: the receiver's provider
 // has taken in the header and the rendezvous request and then seen the connection end before the
 // receiver posts the payload's receive. That receive must end in an error naming the peer, with
-// nothing delivered but whole messages, and not touch the provider's freed connection (tcp;ofi_rxm 1.17 looks the
-// request's connection up by index when the receive matches it).
+// nothing delivered but whole messages, and not touch the provider's freed connection
+// (tcp;ofi_rxm 1.17 looks the request's connection up by index when the receive matches it).
 TEST(OfiTransport, APayloadFromAPeerThatHasGoneIsAnErrorAndNothingElse) {
   for (int round = 0; round < 6; ++round) {
     Pair p;
@@ -264,19 +270,16 @@ TEST(OfiTransport, APayloadFromAPeerThatHasGoneIsAnErrorAndNothingElse) {
       std::this_thread::sleep_for(milliseconds(2));
     }
     Collector at_client;
-    const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
-    while (st.ok() && std::chrono::steady_clock::now() < until) {
-      pollfd pf{p.client->fd(), POLLIN, 0};
-      ::poll(&pf, 1, 20);
-      st = p.client->ReadAvailable(at_client);
-    }
+    st = ReadUntilError(*p.client, at_client);
     EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
     EXPECT_NE(st.message().find("127.0.0.1"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("closed by the peer"), std::string::npos) << st.message();
     // Where the provider sends such a payload eagerly, in segments (ofi_rxm without dynamic
     // receive buffers), it may all have arrived: then it is delivered whole, and then the error.
     ASSERT_LE(at_client.completed, 1u);
-    if (at_client.completed == 1) EXPECT_EQ(at_client.payloads[0], big);
+    if (at_client.completed == 1) {
+      EXPECT_EQ(at_client.payloads[0], big);
+    }
   }
 }
 

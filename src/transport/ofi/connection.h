@@ -99,7 +99,7 @@ class FabricConnection final : public Connection {
   Status PostQueued();
   Status PostPayloadSegments(Posted* p);
   Status PostHeadRecv(uint32_t slot);
-  // ofi_rxm only: opens the endpoint's connection to itself (see connection.cc).
+  // tcp;ofi_rxm only: opens the endpoint's connection to itself (see connection.cc).
   void HoldConnectionIndex();
   // Hands arrived messages to the handler, one at a time as the stream would.
   Status Deliver(MessageHandler& handler);
