@@ -186,6 +186,18 @@ std::string Messages(Shared& sh, int first, int n) {
   return all;
 }
 
+// The ranks' messages, then each server's state: a server that died unasked is the first thing to
+// know when ranks stall.
+std::string Report(Cluster& c, int first, int n) {
+  std::string all = Messages(c.sh, first, n);
+  for (size_t s = 0; s < c.server_child.size(); ++s) {
+    all += " | server " + std::to_string(s) + " (" + c.addresses[s] + "): " + c.kids.Peek(c.server_child[s]).Describe();
+    const std::string note = c.sh.Message(static_cast<int>(s));
+    if (!note.empty()) all += ": " + note;
+  }
+  return all;
+}
+
 using RankMain = int (*)(Shared&, const std::vector<std::string>&, const JobId&, int, int, int, const CommConfig&,
                          uint64_t);
 
@@ -220,16 +232,16 @@ TEST(E2eFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
   constexpr int kRanks = 4;
   const int first = 3;
   SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 1000);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Report(c, first, kRanks);
   // The middle server first, then the first one, which coordinated the first failover.
   const int64_t t_kill = NowNs();
   c.kids.Kill(c.server_child[1], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Report(c, first, kRanks);
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(c.sh->value[first + r][2], 1) << "rank " << r;
   const double recover_ms = static_cast<double>(c.sh->t_ns[first][1] - t_kill) / 1e6;
   ::testing::Test::RecordProperty("first_failover_ms", std::to_string(static_cast<int>(recover_ms)));
   c.kids.Kill(c.server_child[0], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Report(c, first, kRanks);
   StopAndCheck(c, first, kRanks, 2);
 }
 
@@ -241,12 +253,12 @@ TEST(E2eFailover, KillingOneThenASecondOfThreeServersUnderMixedCollectivesLosesN
   constexpr int kRanks = 4;
   const int first = 3;
   SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 7000, MixedRank);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Report(c, first, kRanks);
   c.kids.Kill(c.server_child[2], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Report(c, first, kRanks);
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(c.sh->value[first + r][2], 1) << "rank " << r;
   c.kids.Kill(c.server_child[0], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 4)) << Report(c, first, kRanks);
   StopAndCheck(c, first, kRanks, 2);
 }
 
@@ -256,9 +268,9 @@ TEST(E2eFailover, LastServerDyingFailsEveryRankClearly) {
   constexpr int kRanks = 3;
   const int first = 2;
   SpawnRanks(c, JobId::Random(), kRanks, first, FailoverConfig(), 2000);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Report(c, first, kRanks);
   c.kids.Kill(c.server_child[0], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Report(c, first, kRanks);
   const int64_t t_kill = NowNs();
   c.kids.Kill(c.server_child[1], SIGKILL);
   for (int r = 0; r < kRanks; ++r) {
@@ -283,10 +295,10 @@ TEST(E2eFailover, FrozenServerIsDroppedWithinTheHeartbeatBound) {
   CommConfig config = FailoverConfig();
   config.heartbeat = milliseconds(1500);
   SpawnRanks(c, JobId::Random(), kRanks, first, config, 3000);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 3)) << Report(c, first, kRanks);
   const int64_t t_stop = NowNs();
   c.kids.Kill(c.server_child[2], SIGSTOP);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, Rounds(c.sh, first, kRanks), 3)) << Report(c, first, kRanks);
   for (int r = 0; r < kRanks; ++r) {
     const double detect_ms = static_cast<double>(c.sh->t_ns[first + r][1] - t_stop) / 1e6;
     // The bound, plus the round that was waiting and the agreement, on a busy machine.
@@ -304,9 +316,9 @@ TEST(E2eFailover, TwoJobsSharingTheServersBothSurvive) {
   const int first = 3;
   SpawnRanks(c, JobId::Random(), 2, first, FailoverConfig(), 4000);
   SpawnRanks(c, JobId::Random(), 3, first + 2, FailoverConfig(), 5000);
-  ASSERT_TRUE(WaitRounds(c.sh, first, 5, std::vector<int64_t>(5, 0), 3)) << Messages(c.sh, first, 5);
+  ASSERT_TRUE(WaitRounds(c.sh, first, 5, std::vector<int64_t>(5, 0), 3)) << Report(c, first, 5);
   c.kids.Kill(c.server_child[0], SIGKILL);
-  ASSERT_TRUE(WaitRounds(c.sh, first, 5, Rounds(c.sh, first, 5), 4)) << Messages(c.sh, first, 5);
+  ASSERT_TRUE(WaitRounds(c.sh, first, 5, Rounds(c.sh, first, 5), 4)) << Report(c, first, 5);
   StopAndCheck(c, first, 5, 1);
 }
 
@@ -318,7 +330,7 @@ TEST(E2eFailover, FailoverOffFailsLikeBefore) {
   CommConfig config = FailoverConfig();
   config.failover = false;
   SpawnRanks(c, JobId::Random(), kRanks, first, config, 6000);
-  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Messages(c.sh, first, kRanks);
+  ASSERT_TRUE(WaitRounds(c.sh, first, kRanks, std::vector<int64_t>(kRanks, 0), 2)) << Report(c, first, kRanks);
   c.kids.Kill(c.server_child[1], SIGKILL);
   for (int r = 0; r < kRanks; ++r) {
     const int slot = first + r;

@@ -161,7 +161,7 @@ std::string ChildResult::Describe() const {
   if (timed_out) return "pid " + std::to_string(pid) + " timed out and was killed";
   if (exited) return "pid " + std::to_string(pid) + " exited with " + std::to_string(exit_code);
   if (signal != 0) return "pid " + std::to_string(pid) + " killed by signal " + std::to_string(signal);
-  return "pid " + std::to_string(pid) + " not reaped";
+  return "pid " + std::to_string(pid) + " still running";
 }
 
 Children::Children() {
@@ -266,6 +266,16 @@ std::vector<ChildResult> Children::WaitAll(milliseconds limit) {
 void Children::Kill(int i, int sig) {
   Start();
   if (!reaped_[i]) ::kill(pids_[i], sig);
+}
+
+ChildResult Children::Peek(int i) {
+  if (reaped_[i]) return results_[i];
+  int status = 0;
+  if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+    Record(&results_[i], status);
+    reaped_[i] = true;
+  }
+  return results_[i];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -158,6 +158,8 @@ class Children {
   // Waits for all children not yet reaped (up to `limit` in total, then SIGKILL).
   std::vector<ChildResult> WaitAll(milliseconds limit = milliseconds(60000));
   void Kill(int i, int sig);
+  // Child i's state now, without waiting or killing: reaped once it has ended.
+  ChildResult Peek(int i);
 
  private:
   std::atomic<int>* gate_;

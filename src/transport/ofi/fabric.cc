@@ -50,6 +50,13 @@ int GetInfo(const std::string& provider, const std::string& source_host, bool hm
 // and eager buffers sized for thousands of peers per endpoint) would cost ~100 ms of buffer setup
 // per connection. Smaller defaults, each overridable in the environment; libfabric reads them
 // when it first loads its providers.
+//
+// A SAR_LIMIT at or below the eager limit turns ofi_rxm's segmented protocol off, so what is not
+// eager goes by rendezvous. Over tcp that is already so (dynamic receive buffers leave no SAR
+// range); with FI_OFI_RXM_ENABLE_DYN_RBUF=0, or over verbs, ofi_rxm 1.17 would segment 4-32 KiB
+// payloads, and a segmented payload cut short by its sender's death can leave fi_cq_read
+// spinning for good on the dead connection's segments (a rank stuck in a failover test, 1 run in
+// 8 with dynamic buffers off; 0 in 80 with this).
 void SetProviderDefaults() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -58,6 +65,7 @@ void SetProviderDefaults() {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "32", 0);
     setenv("FI_OFI_RXM_MSG_TX_SIZE", "32", 0);
     setenv("FI_OFI_RXM_BUFFER_SIZE", "4096", 0);
+    setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
   });
 }
 
