@@ -704,15 +704,35 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       FillWindows();
       FlushAll();
     }
-    if (active_.empty() || Clock::now() - last_progress_ <= opts_.timeout) {
+    // Once the communicator has failed, what is still in flight may yet finish on servers that
+    // had every rank's input (FailLink), but not after a pause: it then fails with the reason
+    // already known (a rank that gave up names the server it lost), not with a timeout's guess.
+    const auto limit = broken_.ok() ? opts_.timeout : std::min(opts_.timeout, kBrokenGrace);
+    if (active_.empty() || Clock::now() - last_progress_ <= limit) {
       stall_.Reset();  // progress resumed: a later timeout asks afresh
+      return;
+    }
+    if (!broken_.ok()) {
+      const Status why = broken_;
+      Break(why);
       return;
     }
     const Request* oldest = active_.begin()->second;
     for (auto& [seq, r] : active_) {
       if (seq < oldest->seq) oldest = r;
     }
-    if (!stall_.asked() || stall_.coll_seq() != oldest->seq) AskWhatStalls(*oldest);
+    if (!stall_.asked() || stall_.coll_seq() != oldest->seq) {
+      const uint64_t oldest_seq = oldest->seq;
+      AskWhatStalls(*oldest);
+      // Asking flushes, and a failed flush reads what the server sent last, which may finish (and
+      // free) requests, this one among them, or break the communicator: look it up again.
+      if (!broken_.ok()) return;
+      oldest = nullptr;
+      for (auto& [seq, r] : active_) {
+        if (r->seq == oldest_seq) oldest = r;
+      }
+      if (oldest == nullptr) return;
+    }
     if (!stall_.Done(Clock::now())) return;
     Break(TimeoutError(fmt::format(
         "collective #{} ({} of {} {}) made no progress for {} ms; {}{} (set "
@@ -885,6 +905,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // buffers are used again: a fresh one costs a page fault per page, which cost far more than
   // the copy itself (docs/reliability.md).
   static constexpr uint64_t kRetainBytes = 16u << 20;
+  // How long collectives still in flight on a failed communicator may go without progress.
+  static constexpr std::chrono::milliseconds kBrokenGrace{3000};
   static constexpr size_t kRetainCount = 4;
   static constexpr size_t kSpareCopies = 4;
   void Retain(Request& req) {
