@@ -19,17 +19,42 @@
 namespace optcast::e2e {
 namespace {
 
-TEST(E2eRankGaveUp, ARankThatLostAServerTellsTheOthersWhichThroughTheServersLeft) {
-  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
-  constexpr int kRanks = 2;
-  ServerFarm farm;
-  ASSERT_TRUE(farm.Start(1).ok());
-  ScriptedServer dying;
-  ASSERT_TRUE(dying.Listen());
-  dying.Start([](ScriptedServer& s, std::string* why) {
+constexpr int kRanks = 2;
+
+// Failover off; the scripted server sends no heartbeats.
+CommConfig GaveUpConfig() {
+  CommConfig c;
+  c.failover = false;
+  c.timeout = milliseconds(20000);
+  c.heartbeat = milliseconds(20000);
+  return c;
+}
+
+// Rank 0 lost the scripted server; rank 1, which never saw it close, learns from the server left
+// who gave up and why, within `limit_ms` of starting the collective it was in.
+void ExpectRank1LearnsWhyRank0GaveUp(const std::vector<Status>& st, const std::vector<milliseconds>& took,
+                                     const std::string& lost, int64_t limit_ms) {
+  EXPECT_EQ(st[0].code(), Code::kUnavailable) << st[0].ToString();
+  EXPECT_NE(st[0].message().find(lost), std::string::npos) << st[0].ToString();
+  EXPECT_EQ(st[1].code(), Code::kPeerFailed) << st[1].ToString();
+  EXPECT_NE(st[1].message().find("rank 0"), std::string::npos) << st[1].ToString();
+  EXPECT_NE(st[1].message().find("gave up"), std::string::npos) << st[1].ToString();
+  EXPECT_NE(st[1].message().find("lost the connection to server " + lost), std::string::npos) << st[1].ToString();
+  EXPECT_LT(took[1].count(), limit_ms) << "rank 1 waited for its timeout: " << st[1].ToString();
+}
+
+// The "dead" server: welcomes both ranks, reads rank 0's first chunk (which must be of collective
+// `expect_seq` unless that is 0), closes rank 0's connection only and waits for rank 1 to leave.
+void StartDyingServer(ScriptedServer& dying, uint64_t expect_seq) {
+  dying.Start([expect_seq](ScriptedServer& s, std::string* why) {
     if (!s.AcceptAndWelcome(kRanks, why)) return false;
     ScriptedChunk first;
     if (!s.ReadChunk(s.conns()[0], &first, why)) return false;  // rank 0 is in its collective
+    if (expect_seq != 0 && first.desc.coll_seq != expect_seq) {
+      *why = "expected a chunk of collective #" + std::to_string(expect_seq) + " first, got #" +
+             std::to_string(first.desc.coll_seq);
+      return false;
+    }
     ::shutdown(s.conns()[0], SHUT_RDWR);
     if (!s.WaitForClose(s.conns()[1], 20000)) {
       *why = "rank 1 did not give up within 20 s";
@@ -38,12 +63,18 @@ TEST(E2eRankGaveUp, ARankThatLostAServerTellsTheOthersWhichThroughTheServersLeft
     s.CloseAll();
     return true;
   });
+}
+
+TEST(E2eRankGaveUp, ARankThatLostAServerTellsTheOthersWhichThroughTheServersLeft) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;
+  ASSERT_TRUE(farm.Start(1).ok());
+  ScriptedServer dying;
+  ASSERT_TRUE(dying.Listen());
+  StartDyingServer(dying, 0);
   const std::vector<std::string> servers = {dying.address(), farm.addresses()[0]};
   constexpr size_t kCount = 3 * 16384;  // striped over both servers
-  CommConfig c;
-  c.failover = false;
-  c.timeout = milliseconds(20000);
-  c.heartbeat = milliseconds(20000);  // the scripted server sends none
+  const CommConfig c = GaveUpConfig();
   std::vector<milliseconds> took(kRanks);
   const std::vector<Status> st = RunRanksOnThreads(servers, kRanks, c, [&](int r, Communicator& comm) {
     std::vector<float> in(kCount, 1.0f), out(kCount);
@@ -53,15 +84,7 @@ TEST(E2eRankGaveUp, ARankThatLostAServerTellsTheOthersWhichThroughTheServersLeft
     return done;
   });
   ASSERT_TRUE(dying.Join()) << dying.what();
-  EXPECT_EQ(st[0].code(), Code::kUnavailable) << st[0].ToString();
-  EXPECT_NE(st[0].message().find(dying.address()), std::string::npos) << st[0].ToString();
-  // Rank 1 never saw the scripted server close; the server left tells it who gave up and why.
-  EXPECT_EQ(st[1].code(), Code::kPeerFailed) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("rank 0"), std::string::npos) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("gave up"), std::string::npos) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("lost the connection to server " + dying.address()), std::string::npos)
-      << st[1].ToString();
-  EXPECT_LT(took[1].count(), 8000) << "rank 1 waited for its timeout: " << st[1].ToString();
+  ExpectRank1LearnsWhyRank0GaveUp(st, took, dying.address(), 8000);
 }
 
 // The same, with the collective in flight needing only the server rank 1 never sees close: the
@@ -69,33 +92,14 @@ TEST(E2eRankGaveUp, ARankThatLostAServerTellsTheOthersWhichThroughTheServersLeft
 // wait for its own timeout and blame the silent server.
 TEST(E2eRankGaveUp, ACollectiveOnlyOnTheLostServerFailsWithTheReasonNotATimeout) {
   if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
-  constexpr int kRanks = 2;
   ServerFarm farm;
   ASSERT_TRUE(farm.Start(1).ok());
   ScriptedServer dying;
   ASSERT_TRUE(dying.Listen());
-  dying.Start([](ScriptedServer& s, std::string* why) {
-    if (!s.AcceptAndWelcome(kRanks, why)) return false;
-    ScriptedChunk chunk;
-    if (!s.ReadChunk(s.conns()[0], &chunk, why)) return false;  // rank 0 in collective #2
-    if (chunk.desc.coll_seq != 2) {
-      *why = "expected collective #2 first, got #" + std::to_string(chunk.desc.coll_seq);
-      return false;
-    }
-    ::shutdown(s.conns()[0], SHUT_RDWR);
-    if (!s.WaitForClose(s.conns()[1], 20000)) {
-      *why = "rank 1 did not give up within 20 s";
-      return false;
-    }
-    s.CloseAll();
-    return true;
-  });
+  StartDyingServer(dying, 2);
   const std::vector<std::string> servers = {dying.address(), farm.addresses()[0]};
   constexpr size_t kCount = 1000;  // one server per collective: #1 on the second, #2 on the first
-  CommConfig c;
-  c.failover = false;
-  c.timeout = milliseconds(20000);
-  c.heartbeat = milliseconds(20000);  // the scripted server sends none
+  const CommConfig c = GaveUpConfig();
   std::vector<milliseconds> took(kRanks);
   const std::vector<Status> st = RunRanksOnThreads(servers, kRanks, c, [&](int r, Communicator& comm) {
     std::vector<float> in(kCount, 1.0f), out(kCount);
@@ -108,14 +112,7 @@ TEST(E2eRankGaveUp, ACollectiveOnlyOnTheLostServerFailsWithTheReasonNotATimeout)
     return second;
   });
   ASSERT_TRUE(dying.Join()) << dying.what();
-  EXPECT_EQ(st[0].code(), Code::kUnavailable) << st[0].ToString();
-  EXPECT_NE(st[0].message().find(dying.address()), std::string::npos) << st[0].ToString();
-  EXPECT_EQ(st[1].code(), Code::kPeerFailed) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("rank 0"), std::string::npos) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("gave up"), std::string::npos) << st[1].ToString();
-  EXPECT_NE(st[1].message().find("lost the connection to server " + dying.address()), std::string::npos)
-      << st[1].ToString();
-  EXPECT_LT(took[1].count(), 10000) << "rank 1 waited for its timeout: " << st[1].ToString();
+  ExpectRank1LearnsWhyRank0GaveUp(st, took, dying.address(), 10000);
 }
 
 }  // namespace
