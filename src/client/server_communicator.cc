@@ -727,11 +727,9 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
       // Asking flushes, and a failed flush reads what the server sent last, which may finish (and
       // free) requests, this one among them, or break the communicator: look it up again.
       if (!broken_.ok()) return;
-      oldest = nullptr;
-      for (auto& [seq, r] : active_) {
-        if (r->seq == oldest_seq) oldest = r;
-      }
-      if (oldest == nullptr) return;
+      const auto again = active_.find(oldest_seq);
+      if (again == active_.end()) return;
+      oldest = again->second;
     }
     if (!stall_.Done(Clock::now())) return;
     Break(TimeoutError(fmt::format(

@@ -161,7 +161,7 @@ std::string ChildResult::Describe() const {
   if (timed_out) return "pid " + std::to_string(pid) + " timed out and was killed";
   if (exited) return "pid " + std::to_string(pid) + " exited with " + std::to_string(exit_code);
   if (signal != 0) return "pid " + std::to_string(pid) + " killed by signal " + std::to_string(signal);
-  return "pid " + std::to_string(pid) + " still running";
+  return "pid " + std::to_string(pid) + " has not ended";
 }
 
 Children::Children() {
@@ -231,17 +231,12 @@ void Record(ChildResult* r, int status) {
 
 ChildResult Children::Wait(int i, milliseconds limit) {
   Start();
-  if (reaped_[i]) return results_[i];
   const auto deadline = Clock::now() + limit;
   for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pids_[i], &status, WNOHANG);
-    if (r == pids_[i]) {
-      Record(&results_[i], status);
-      reaped_[i] = true;
-      return results_[i];
-    }
+    const ChildResult now = Peek(i);
+    if (reaped_[i]) return now;
     if (Clock::now() >= deadline) {
+      int status = 0;
       ::kill(pids_[i], SIGKILL);
       ::waitpid(pids_[i], &status, 0);
       Record(&results_[i], status);

@@ -136,7 +136,10 @@ def main():
     ok = True
     if args.kill_a_server:
         deadline = time.time() + 180
-        while time.time() < deadline and "failover rounds start" not in open(os.path.join(work, "rank0.log")).read():
+        while time.time() < deadline and all(proc.poll() is None for proc in ranks):
+            with open(os.path.join(work, "rank0.log"), errors="replace") as f:
+                if "failover rounds start" in f.read():
+                    break
             time.sleep(0.05)
         time.sleep(1.0)
         servers[1].kill()
