@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include "common/env.h"
 #include "transport/ofi/libfabric.h"
+#include "transport/ofi/provider.h"
 
 namespace optcast::transport::ofi {
 
@@ -46,10 +48,31 @@ int GetInfo(const std::string& provider, const std::string& source_host, bool hm
   return rc;
 }
 
+// Whether ofi_rxm will run over the tcp provider: asked for by name, or the default choice where
+// the host has no RDMA device (efa and verbs come first but need one).
+bool RxmOverTcp(const std::string& requested) {
+  if (!requested.empty()) return requested.rfind("tcp", 0) == 0;
+  std::error_code ec;
+  const std::filesystem::directory_iterator devices("/sys/class/infiniband", ec);
+  return ec || devices == std::filesystem::directory_iterator();
+}
+
 // Every connection has an endpoint of its own with a single peer, so ofi_rxm's defaults (queues
 // and eager buffers sized for thousands of peers per endpoint) would cost ~100 ms of buffer setup
 // per connection. Smaller defaults, each overridable in the environment; libfabric reads them
-// when it first loads its providers.
+// when it first loads its providers, so `requested` (the provider asked for, "" for the default
+// order) decides them once per process.
+//
+// Buffers. ofi_rxm grows each endpoint's send and receive bounce-buffer pools 1024 buffers at a
+// time, and fills them with zeros. Over tcp, where dynamic receive buffers and direct sends carry
+// eager payloads straight between the caller's memory and the socket, the bounce buffers carry
+// only ofi_rxm's own control messages, and FI_OFI_RXM_EAGER_LIMIT sets the eager limit on its
+// own: 1 KiB buffers and a 128 KiB eager limit take a connection from ~9 MiB of pools to ~2.7
+// and skip the rendezvous round trip for payloads of 4 to 128 KiB (docs/benchmarks.md, "ofi_rxm's
+// buffers and eager limit"). A larger limit loses: a payload that arrives before its receive is
+// posted is copied through a buffer allocated for it. Over verbs the eager limit is
+// the buffer size, which stays at 4 KiB there. Both sides of a connection must have the same
+// eager limit (ofi_rxm refuses the connection otherwise): 128 KiB over tcp whatever the buffers.
 //
 // A SAR_LIMIT at or below the eager limit turns ofi_rxm's segmented protocol off, so what is not
 // eager goes by rendezvous. Over tcp that is already so (dynamic receive buffers leave no SAR
@@ -57,14 +80,15 @@ int GetInfo(const std::string& provider, const std::string& source_host, bool hm
 // payloads, and a segmented payload cut short by its sender's death can leave fi_cq_read
 // spinning for good on the dead connection's segments (a rank stuck in a failover test: 7 runs
 // in 135 with dynamic buffers off; none in 160 with this).
-void SetProviderDefaults() {
+void SetProviderDefaults(const std::string& requested) {
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [&] {
     setenv("FI_OFI_RXM_RX_SIZE", "128", 0);
     setenv("FI_OFI_RXM_TX_SIZE", "128", 0);
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "32", 0);
     setenv("FI_OFI_RXM_MSG_TX_SIZE", "32", 0);
-    setenv("FI_OFI_RXM_BUFFER_SIZE", "4096", 0);
+    setenv("FI_OFI_RXM_BUFFER_SIZE", RxmOverTcp(requested) ? "1024" : "4096", 0);
+    setenv("FI_OFI_RXM_EAGER_LIMIT", "131072", 0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
   });
 }
@@ -80,7 +104,7 @@ std::string Join(const std::vector<std::string>& v) {
 std::vector<std::string> AvailableProviders() {
   std::vector<std::string> names;
   if (!LoadLibfabric().ok()) return names;
-  SetProviderDefaults();
+  SetProviderDefaults(RequestedProvider());
   fi_info* all = nullptr;
   if (Libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) != 0) return names;
   for (fi_info* i = all; i != nullptr; i = i->next) {
@@ -96,7 +120,7 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
   MrCache::Limits limits;
   OPTCAST_RETURN_IF_ERROR(MrCache::LimitsFromEnvironment(&limits));
   OPTCAST_RETURN_IF_ERROR(LoadLibfabric());
-  SetProviderDefaults();
+  SetProviderDefaults(provider);
   // A core provider without reliable datagrams of its own (tcp, verbs) gets them from ofi_rxm.
   std::vector<std::string> candidates;
   if (provider.empty()) {
