@@ -49,7 +49,10 @@ Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadl
     const short want =
         static_cast<short>(POLLIN | (conn.HasPendingWrites() && !conn.WritesSignalReadable() ? POLLOUT : 0));
     pollfd p{conn.fd(), want, 0};
-    if (deadline.Expired()) return TimeoutError("no answer to the hello in time");
+    if (deadline.Expired()) {
+      const std::string hint = conn.SilenceHint();
+      return TimeoutError("no answer to the hello in time" + (hint.empty() ? "" : "; " + hint));
+    }
     const int rc = ::poll(&p, 1, std::min(deadline.RemainingMs(), 50));
     if (rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
       Status st = conn.ReadAvailable(catcher);

@@ -53,6 +53,10 @@ class Connection {
   // Reads and throws away what the peer sends. Returns false once the peer has closed.
   virtual bool DiscardAvailable() = 0;
 
+  // For a peer that has answered nothing: what in this transport may be keeping our messages from
+  // it, where the transport can tell; "" otherwise.
+  virtual std::string SilenceHint() const { return {}; }
+
   // Opaque pointer for the owner (the server keeps its per-connection state here).
   void* user_data = nullptr;
 };

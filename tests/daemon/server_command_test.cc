@@ -208,6 +208,45 @@ TEST_F(ServerCommandTest, ConfigPicksTheTransportAndProviderAndFlagsWin) {
   EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
 }
 
+// ofi_rxm's bounce buffers may differ between the ends (a host with RDMA devices keeps larger ones
+// by default); its eager limit may not, and ofi_rxm then drops the connection without a word: the
+// rank's timeout must say so and name the settings, not just "no answer".
+TEST_F(ServerCommandTest, OfiEndsWithOtherBuffersWorkAndAnotherEagerLimitIsNamed) {
+  if (!OPTCAST_WITH_OFI) GTEST_SKIP() << "built without libfabric (OPTCAST_WITH_OFI=OFF)";
+  const std::vector<std::string> bench = {Bin(),        "bench", "--transport",  "ofi",  "--algo",   "server",
+                                          "--nranks",   "2",     "-b",           "16K",  "-e",       "256K",
+                                          "-f",         "4",     "-n",           "2",    "-w",       "1",
+                                          "--progress", "off",   "--timeout-ms", "3000", "--servers"};
+  const std::vector<std::string> env = {"FI_TCP_IFACE=lo", "OPTCAST_OFI_PROVIDER=tcp;ofi_rxm"};
+  {
+    std::vector<std::string> server_env = env;
+    server_env.push_back("FI_OFI_RXM_BUFFER_SIZE=16384");
+    Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
+    uint16_t port = 0;
+    ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
+    std::vector<std::string> argv = bench;
+    argv.push_back("127.0.0.1:" + std::to_string(port));
+    const RunResult r = RunToEnd(argv, milliseconds(60000), env);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    // Every size ran and was checked (the #wrong column).
+    EXPECT_TRUE(
+        std::regex_search(r.out, std::regex(R"(\n +262144 +65536 +float32 +sum +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 )")))
+        << r.out;
+  }
+  std::vector<std::string> server_env = env;
+  server_env.push_back("FI_OFI_RXM_EAGER_LIMIT=4096");
+  Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
+  uint16_t port = 0;
+  ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
+  std::vector<std::string> argv = bench;
+  argv.push_back("127.0.0.1:" + std::to_string(port));
+  const RunResult r = RunToEnd(argv, milliseconds(60000), env);
+  EXPECT_NE(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("no answer to the hello in time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has left over the fabric"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("FI_OFI_RXM_EAGER_LIMIT"), std::string::npos) << r.err;
+}
+
 // A build without libfabric refuses the ofi transport however it is asked for, and says how to get it.
 TEST_F(ServerCommandTest, OfiWithoutLibfabricIsRefusedWithTheFix) {
   if (OPTCAST_WITH_OFI) GTEST_SKIP() << "built with libfabric";
@@ -228,7 +267,9 @@ TEST_F(ServerCommandTest, OfiWithoutLibfabricIsRefusedWithTheFix) {
 // speed to report.
 TEST_F(ServerCommandTest, LinkRateFlagReachesTheWelcome) {
   for (const auto& [flag, want] : {std::pair<const char*, uint64_t>{"100mbit", 100'000'000},
-                                   {"25gbit", 25'000'000'000}, {"auto", 0}, {"unknown", 0}}) {
+                                   {"25gbit", 25'000'000'000},
+                                   {"auto", 0},
+                                   {"unknown", 0}}) {
     Process p({Bin(), "server", "--listen", "127.0.0.1:0", "--link-rate", flag});
     uint16_t port = 0;
     ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();

@@ -62,6 +62,7 @@ class FabricConnection final : public Connection {
   void DropPendingWrites() override;
   void ShutdownWrite() override;
   bool DiscardAvailable() override;
+  std::string SilenceHint() const override;
 
  private:
   enum class OpKind : uint8_t { kSendHead, kSendPayload, kRecvHead, kRecvPayload };
