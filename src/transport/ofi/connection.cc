@@ -579,14 +579,14 @@ void FabricConnection::DropPendingWrites() { queued_.clear(); }
 
 std::string FabricConnection::SilenceHint() const {
   // Messages still waiting to go or to complete, and nothing received: the provider has not got
-  // them across (ofi_rxm keeps refusing the sends while it cannot connect). The likely cause is
-  // ofi_rxm refusing the connection because the two ends' eager limits differ, which it does
-  // without a word to either side.
+  // them across (ofi_rxm keeps refusing the sends while it cannot connect). Either the peer's
+  // process is not progressing, or ofi_rxm refused the connection, which it does without a word
+  // to either side when the two ends' eager limits differ.
   if (dialing_ || !broken_.ok() || rx_number_ > 0 || (posted_.empty() && queued_.empty())) return {};
   return "no message to " + peer_ +
-         " has left over the fabric; ofi_rxm refuses a connection whose eager limit differs from its own: run "
-         "the same Optcast release at both ends, with the same FI_OFI_RXM_EAGER_LIMIT and FI_OFI_RXM_BUFFER_SIZE "
-         "(or neither)";
+         " has left over the fabric: its process is stalled, or ofi_rxm refused the connection, as it does when the "
+         "two ends' eager limits differ (run the same Optcast release at both ends, with the same "
+         "FI_OFI_RXM_EAGER_LIMIT and FI_OFI_RXM_BUFFER_SIZE, or neither)";
 }
 
 void FabricConnection::ShutdownWrite() {
