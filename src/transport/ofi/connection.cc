@@ -578,15 +578,16 @@ void FabricConnection::DetachPayloads(const std::function<bool(uint64_t)>& pred)
 void FabricConnection::DropPendingWrites() { queued_.clear(); }
 
 std::string FabricConnection::SilenceHint() const {
-  // Messages still waiting to go or to complete, and nothing received: the provider has not got
-  // them across (ofi_rxm keeps refusing the sends while it cannot connect). Either the peer's
-  // process is not progressing, or ofi_rxm refused the connection, which it does without a word
-  // to either side when the two ends' eager limits differ.
-  if (dialing_ || !broken_.ok() || rx_number_ > 0 || (posted_.empty() && queued_.empty())) return {};
+  // Nothing ever posted, messages queued, nothing received: ofi_rxm keeps refusing our sends
+  // because it has no connection to the peer, and retries without telling us why. It accepts a
+  // send only once connected, after the peer has checked the eager limits, so this is before that.
+  if (dialing_ || !broken_.ok() || rx_number_ > 0 || tx_number_ > 0 || queued_.empty()) return {};
   return "no message to " + peer_ +
-         " has left over the fabric: its process is stalled, or ofi_rxm refused the connection, as it does when the "
-         "two ends' eager limits differ (run the same Optcast release at both ends, with the same "
-         "FI_OFI_RXM_EAGER_LIMIT and FI_OFI_RXM_BUFFER_SIZE, or neither)";
+         " has left over the fabric: ofi_rxm could not connect to its fabric address (unreachable from here, "
+         "its process stalled, or refused because the two ends' ofi_rxm eager limits differ: run the same "
+         "Optcast release at both ends with the same FI_OFI_RXM_EAGER_LIMIT, FI_OFI_RXM_BUFFER_SIZE, "
+         "FI_OFI_RXM_ENABLE_DYN_RBUF and FI_OFI_RXM_ENABLE_DIRECT_SEND, or none of them; FI_LOG_LEVEL=warn at "
+         "the server shows a refusal)";
 }
 
 void FabricConnection::ShutdownWrite() {

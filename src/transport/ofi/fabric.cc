@@ -72,12 +72,15 @@ bool RxmOverTcp(const std::string& requested) {
 // buffers and eager limit"). A larger limit loses: a payload that arrives before its receive is
 // posted is copied through a buffer allocated for it. Over verbs the eager limit is
 // the buffer size, which stays at 4 KiB there. Both sides of a connection must have the same
-// eager limit (ofi_rxm refuses the connection otherwise): 128 KiB over tcp whatever the buffers.
+// eager limit (ofi_rxm refuses the connection otherwise): 128 KiB over tcp with buffers of up to
+// 128 KiB (the limit is the larger of the two). Payloads above the buffer size may go eager only
+// because each of our sends is one buffer, which ofi_rxm hands to tcp as it is: a send of more
+// parts than tcp's iov limit would be copied into a bounce buffer too small for it.
 //
 // A SAR_LIMIT at or below the eager limit turns ofi_rxm's segmented protocol off, so what is not
 // eager goes by rendezvous. Over tcp that is already so (dynamic receive buffers leave no SAR
-// range); with FI_OFI_RXM_ENABLE_DYN_RBUF=0, or over verbs, ofi_rxm 1.17 would segment 4-32 KiB
-// payloads, and a segmented payload cut short by its sender's death can leave fi_cq_read
+// range); with FI_OFI_RXM_ENABLE_DYN_RBUF=0, or over verbs, ofi_rxm 1.17 would segment payloads
+// between the eager limit and 8 times it, and a segmented payload cut short by its sender's death can leave fi_cq_read
 // spinning for good on the dead connection's segments (a rank stuck in a failover test: 7 runs
 // in 135 with dynamic buffers off; none in 160 with this).
 void SetProviderDefaults(const std::string& requested) {
