@@ -143,7 +143,9 @@ void TreeRelay::ExpireUnwelcomed(Clock::time_point now) {
     }
   }
   for (ConnState* cs : unwelcomed) {
-    OnUpstreamLost(cs, TimeoutError(fmt::format("no welcome within {} ms", opts_.hello_timeout.count())));
+    const std::string hint = cs->conn->SilenceHint();
+    OnUpstreamLost(cs, TimeoutError(fmt::format("no welcome within {} ms{}", opts_.hello_timeout.count(),
+                                                hint.empty() ? "" : "; " + hint)));
   }
 }
 
