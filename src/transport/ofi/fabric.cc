@@ -80,8 +80,8 @@ bool RxmOverTcp(const std::string& requested) {
 // A SAR_LIMIT at or below the eager limit turns ofi_rxm's segmented protocol off, so what is not
 // eager goes by rendezvous. Over tcp that is already so (dynamic receive buffers leave no SAR
 // range); with FI_OFI_RXM_ENABLE_DYN_RBUF=0, or over verbs, ofi_rxm 1.17 would segment payloads
-// between the eager limit and 8 times it, and a segmented payload cut short by its sender's death can leave fi_cq_read
-// spinning for good on the dead connection's segments (a rank stuck in a failover test: 7 runs
+// between the eager limit and 8 times it, and a segmented payload cut short by its sender's death
+// can leave fi_cq_read spinning for good on the dead connection's segments (a rank stuck in a failover test: 7 runs
 // in 135 with dynamic buffers off; none in 160 with this).
 void SetProviderDefaults(const std::string& requested) {
   static std::once_flag once;
