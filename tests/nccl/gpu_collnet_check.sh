@@ -8,6 +8,8 @@
 # /usr or the nvidia-nccl Python wheel). Not part of ctest: there is no GPU in CI.
 #
 #   tests/nccl/gpu_collnet_check.sh [BUILD_DIR]
+#
+# OPTCAST_CHECK_KEEP=DIR keeps the ranks' and servers' logs there (they are removed otherwise).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,7 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done
+  if [ -n "${OPTCAST_CHECK_KEEP:-}" ]; then mkdir -p "$OPTCAST_CHECK_KEEP" && cp "$WORK"/*.log "$OPTCAST_CHECK_KEEP"/ 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
