@@ -79,6 +79,18 @@ class CollComm {
   int nranks() const { return comm_->nranks(); }
   const std::string& job() const { return job_; }
 
+  // Says in NCCL's log, once per failover, that a server of this job died and the job went on:
+  // the client library's own log is on stderr, which NCCL users may not watch.
+  void ReportFailovers() {
+    const FailoverStats now = comm_->failover_stats();
+    if (now.failovers <= failovers_reported_) return;
+    failovers_reported_ = now.failovers;
+    OPTCAST_NCCL_WARN(
+        "CollNet job {} (rank {} of {}) failed over: a reduction server died; {} failover(s) so far, {} reduction "
+        "server(s) left, requests in flight complete on them",
+        job_, rank(), nranks(), now.failovers, now.servers_left);
+  }
+
   CollRequest* Acquire() {
     if (free_.empty()) {
       if (slots_.size() >= kMaxRequests) return nullptr;
@@ -103,6 +115,7 @@ class CollComm {
  private:
   std::unique_ptr<Communicator> comm_;
   std::string job_;
+  uint32_t failovers_reported_ = 0;
   std::vector<std::unique_ptr<CollRequest>> slots_;
   std::vector<CollRequest*> free_;
 };
@@ -543,6 +556,7 @@ ncclResult_t Test(void* request, int* done, int* size) {
   std::lock_guard<std::mutex> lock(c->mu);
   bool finished = false;
   Status st = c->comm().Test(slot->op, &finished);
+  c->ReportFailovers();
   if (!finished) {
     if (st.ok()) return ncclSuccess;
     OPTCAST_NCCL_WARN("CollNet test failed (rank {} of {}, job {}): {}", c->rank(), c->nranks(), c->job(), Explain(st));

@@ -27,6 +27,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plugin_harness.h"
@@ -435,11 +436,22 @@ struct Channel {
   std::deque<InFlight> inflight;
 };
 
+// What a rank runs beyond the every-type-and-operator work of each channel.
+struct ProxyPlan {
+  size_t arena_bytes = 8u << 20;  // per channel
+  int large_allreduces = 0;       // float32 sums of 512 KiB per channel, NCCL's request size
+  // After this many collectives completed (all channels), the rank writes one byte to the
+  // parent and waits for one back, so that the parent may kill a server while the rest is in
+  // flight.
+  std::vector<size_t> tell_parent_at;
+  bool failovers_expected = false;  // servers die under it: WARNs of failover only
+};
+
 template <typename V>
 class ProxyRank {
  public:
-  ProxyRank(int rank, int nranks, int nchannels, int fd)
-      : rank_(rank), nranks_(nranks), channels_(nchannels), fd_(fd) {}
+  ProxyRank(int rank, int nranks, int nchannels, int fd, ProxyPlan plan = {})
+      : rank_(rank), nranks_(nranks), channels_(nchannels), fd_(fd), plan_(std::move(plan)) {}
 
   void Run() {
     SCOPED_TRACE("rank " + std::to_string(rank_) + " (" + V::kColl + ")");
@@ -485,11 +497,14 @@ class ProxyRank {
       ASSERT_EQ(cn_->connect(handles.data(), nranks_, rank_, channels_[c].listen, &channels_[c].comm), ncclSuccess);
       ASSERT_NE(channels_[c].comm, nullptr);
       EXPECT_EQ(cn_->closeListen(channels_[c].listen), ncclSuccess);  // NCCL closes it once connected
-      channels_[c].arena = std::make_unique<Arena>(8u << 20);
+      channels_[c].arena = std::make_unique<Arena>(plan_.arena_bytes);
       ASSERT_EQ(cn_->regMr(channels_[c].comm, channels_[c].arena->data(), channels_[c].arena->size(), kPtrHost,
                            &channels_[c].mhandle),
                 ncclSuccess);
       AddWork(static_cast<int>(c), &channels_[c]);
+      for (int i = 0; i < plan_.large_allreduces; ++i) {
+        AddAllReduce(&channels_[c], ncclFloat32, ncclSum, 131072, i % 2 == 0, 1, 7000 + 100 * c + i);
+      }
     }
 
     Drive();
@@ -510,7 +525,26 @@ class ProxyRank {
       if (at != std::string::npos) jobs.insert(line.substr(at + active.size(), 32));
     }
     EXPECT_EQ(jobs.size(), channels_.size());
-    EXPECT_EQ(CountWarnings(), 0);
+    if (plan_.failovers_expected) {
+      // Each channel's job says in NCCL's log that it failed over, and ends on one server.
+      std::set<std::string> failed_over, on_one_server;
+      for (const auto& line : LoggedLines()) {
+        if (line.rfind("WARN ", 0) != 0) continue;
+        const size_t at = line.find("CollNet job ");
+        const bool failover =
+            at != std::string::npos && line.find(") failed over: a reduction server died;") != std::string::npos;
+        EXPECT_TRUE(failover) << "a warning other than a failover: " << line;
+        if (!failover) continue;
+        const std::string job = line.substr(at + 12, 32);
+        failed_over.insert(job);
+        if (line.find("2 failover(s) so far, 1 reduction server(s) left") != std::string::npos)
+          on_one_server.insert(job);
+      }
+      EXPECT_EQ(failed_over.size(), channels_.size());
+      EXPECT_EQ(on_one_server.size(), channels_.size());
+    } else {
+      EXPECT_EQ(CountWarnings(), 0);
+    }
     size_t calls = 0;
     for (const auto& ch : channels_) {
       for (const auto& coll : ch.work) calls += coll->calls.size();
@@ -678,7 +712,16 @@ class ProxyRank {
           ASSERT_EQ(cn_->test(f.request, &done, &size), ncclSuccess) << f.coll->name;
           if (!done) break;
           EXPECT_EQ(size, f.coll->bytes[f.call]) << f.coll->name;
-          if (++f.coll->completed == f.coll->calls.size()) f.coll->check();
+          if (++f.coll->completed == f.coll->calls.size()) {
+            f.coll->check();
+            ++completed_;
+            if (told_ < plan_.tell_parent_at.size() && completed_ >= plan_.tell_parent_at[told_]) {
+              uint8_t byte = 1;
+              EXPECT_TRUE(WriteAll(fd_, &byte, 1)) << "the parent is gone";
+              EXPECT_TRUE(ReadAll(fd_, &byte, 1, Clock::now() + std::chrono::seconds(20))) << "no word from the parent";
+              ++told_;
+            }
+          }
           ch.inflight.pop_front();
         }
         busy = busy || !ch.inflight.empty() || ch.next_coll < ch.work.size();
@@ -689,15 +732,17 @@ class ProxyRank {
   const int rank_, nranks_;
   std::vector<Channel> channels_;
   const int fd_;
+  const ProxyPlan plan_;
   typename V::Coll* cn_ = nullptr;
   size_t issued_ = 0, null_requests_ = 0;
+  size_t completed_ = 0, told_ = 0;
 };
 
-void RunRank(bool v12, int rank, int nranks, int nchannels, int fd) {
+void RunRank(bool v12, int rank, int nranks, int nchannels, int fd, ProxyPlan plan = {}) {
   if (v12) {
-    ProxyRank<V12>(rank, nranks, nchannels, fd).Run();
+    ProxyRank<V12>(rank, nranks, nchannels, fd, std::move(plan)).Run();
   } else {
-    ProxyRank<V11>(rank, nranks, nchannels, fd).Run();
+    ProxyRank<V11>(rank, nranks, nchannels, fd, std::move(plan)).Run();
   }
 }
 
@@ -717,6 +762,41 @@ TEST(ProxyDriver, ProcessesChannelsEveryTypeAndOperator) {
   }
   const auto deadline = Clock::now() + kChildLimit;
   EXPECT_TRUE(AllGatherThroughParent(ranks, kChannels * kHandle, deadline));
+  ExpectExits(ranks, std::vector<int>(kRanks, 0), deadline);
+}
+
+// Three ranks, two channels each, over three servers; the first server is SIGKILLed while each
+// channel has its requests in flight, then the third: every request completes normally and every
+// collective's result is exact, on the one server left.
+TEST(ProxyFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
+  ServerProcesses servers(3);
+  constexpr int kRanks = 3, kChannels = 2;
+  std::vector<Child> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string name = "rank " + std::to_string(r);
+    ranks.push_back(Fork(name, [&, r, name](int fd) {
+      setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
+      setenv("OPTCAST_TIMEOUT_MS", "20000", 1);
+      ProxyPlan plan;
+      plan.arena_bytes = 40u << 20;
+      plan.large_allreduces = 24;
+      plan.failovers_expected = true;
+      // Of 2 x 113 collectives: the first kill after 60, the second after 150.
+      if (r == 0) plan.tell_parent_at = {60, 150};
+      return ChildBody(name, [&] { RunRank(r == 1, r, kRanks, kChannels, fd, plan); });
+    }));
+  }
+  const auto deadline = Clock::now() + kChildLimit;
+  EXPECT_TRUE(AllGatherThroughParent(ranks, kChannels * kHandle, deadline));
+  for (int victim : {0, 2}) {
+    uint8_t byte = 0;
+    if (!ReadAll(ranks[0].fd, &byte, 1, deadline)) {
+      ADD_FAILURE() << "rank 0 never reached the point to kill server " << victim;
+      break;
+    }
+    servers.Kill(victim);
+    (void)WriteAll(ranks[0].fd, &byte, 1);  // rank 0 goes on, its requests in flight meanwhile
+  }
   ExpectExits(ranks, std::vector<int>(kRanks, 0), deadline);
 }
 
