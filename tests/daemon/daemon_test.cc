@@ -262,5 +262,48 @@ TEST(Daemon, WhenOneOfTwoServersDiesTheJobGoesOnOverTheOther) {
   EXPECT_EQ(c1->failover_stats().servers_left, 1u);
 }
 
+// A rank that learns of a server's death late: rank 0 runs into it and waits for the failover,
+// which needs every rank's report; rank 1 calls only a second later, catches up on what it
+// missed, and both finish with exact results on the server left.
+TEST(Daemon, ARankThatSawAServerDieLateCatchesUpWithoutDeadlock) {
+  ServerProcess a, b;
+  E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
+  E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
+  const JobId job = JobId::Random();
+  std::unique_ptr<Communicator> c0, c1;
+  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, Config(), &c0));
+  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, Config(), &c1));
+  constexpr size_t kCount = 1 << 18;  // striped over both servers
+  std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9401, 0, 0, kCount, in0.data());
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9401, 1, 0, kCount, in1.data());
+  auto r1 = std::async(std::launch::async,
+                       [&] { return c1->AllReduce(in1.data(), out1.data(), kCount, DataType::kFloat32, RedOp::kSum); });
+  E2E_ASSERT_OK(c0->AllReduce(in0.data(), out0.data(), kCount, DataType::kFloat32, RedOp::kSum));
+  E2E_ASSERT_OK(r1.get());
+
+  b.Signal(SIGKILL);
+  int code = -1;
+  ASSERT_TRUE(b.Wait(milliseconds(5000), &code));
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9402, 0, 0, kCount, in0.data());
+  e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9402, 1, 0, kCount, in1.data());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r0 = std::async(std::launch::async,
+                       [&] { return c0->AllReduce(in0.data(), out0.data(), kCount, DataType::kFloat32, RedOp::kSum); });
+  // Rank 0 finds the server dead and reports it within this second; it cannot finish alone, and
+  // the failover waits for rank 1's report. Rank 1 has heard nothing yet: it stripes its call over
+  // both servers, finds one dead, and must catch up on the failover rank 0 asked for.
+  EXPECT_EQ(r0.wait_for(milliseconds(1000)), std::future_status::timeout) << "finished without rank 1";
+  E2E_EXPECT_OK(c1->AllReduce(in1.data(), out1.data(), kCount, DataType::kFloat32, RedOp::kSum));
+  E2E_EXPECT_OK(r0.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(8000));
+  EXPECT_EQ(e2e::VerifyReduction(out0.data(), DataType::kFloat32, RedOp::kSum, 9402, 2, 0, kCount), "");
+  EXPECT_EQ(e2e::VerifyReduction(out1.data(), DataType::kFloat32, RedOp::kSum, 9402, 2, 0, kCount), "");
+  for (Communicator* c : {c0.get(), c1.get()}) {
+    EXPECT_EQ(c->failover_stats().failovers, 1u);
+    EXPECT_EQ(c->failover_stats().servers_left, 1u);
+  }
+}
+
 }  // namespace
 }  // namespace optcast::daemon

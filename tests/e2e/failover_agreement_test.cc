@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "checks.h"
 #include "harness.h"
@@ -119,6 +121,94 @@ TEST(E2eFailoverAgreement, ALateReportPlacingThisServerElsewhereFailsTheJob) {
     ASSERT_EQ(e.msg.type, wire::MsgType::kError) << "rank " << r << ": " << e.detail;
     EXPECT_NE(e.msg.error.text.find("lists this server at place 0, the other ranks at 2"), std::string::npos)
         << e.msg.error.text;
+  }
+  for (int f : fd) ::close(f);
+}
+
+// The first Error frame, skipping what a live job sends meanwhile (heartbeats, notices, epochs),
+// or a timeout after `limit`.
+RawReply NextError(int fd, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    RawReply r = NextMessage(fd, std::max(left, milliseconds(0)));
+    if (r.kind != RawReply::kFrame || r.msg.type == wire::MsgType::kError) return r;
+  }
+}
+
+// One int32 element of collective #seq, striped at failover epoch `epoch`.
+std::vector<uint8_t> ChunkAtEpoch(uint64_t seq, uint32_t epoch) {
+  wire::Chunk c;
+  c.desc.coll_seq = seq;
+  c.desc.coll = CollType::kAllReduce;
+  c.desc.dtype = DataType::kInt32;
+  c.desc.op = RedOp::kSum;
+  c.desc.count = 1;
+  c.desc.server_elems = 1;
+  c.desc.epoch = epoch;
+  c.ref.count = 1;
+  return Concat(Frame(wire::EncodeChunk(c), 4), std::vector<uint8_t>(4, 1));
+}
+
+// Two ranks may never stripe one collective differently. A chunk from an epoch the job has not
+// reached is refused on its own connection; once the job is at epoch 1, a collective that one
+// rank striped before the failover and the other after it fails the job for both ranks, naming
+// the epochs.
+TEST(E2eFailoverAgreement, AServerRefusesAMixOfEpochs) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Start(1, TestServerOptions()));
+  {  // An epoch ahead of the job's.
+    const JobId job = JobId::Random();
+    const int fd = RawConnect(farm.port(0));
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendRaw(fd, Frame(HelloMeta(job, 2, 0), 0)));
+    ASSERT_EQ(NextMessage(fd, milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+    ASSERT_TRUE(SendRaw(fd, ChunkAtEpoch(0, 1)));
+    const RawReply e = NextError(fd, milliseconds(5000));
+    ASSERT_EQ(e.kind, RawReply::kFrame) << e.detail;
+    EXPECT_EQ(e.msg.error.code, Code::kProtocol) << e.msg.error.text;
+    EXPECT_NE(e.msg.error.text.find("striped at failover epoch 1 before moving the job there (this server is at "
+                                    "epoch 0)"),
+              std::string::npos)
+        << e.msg.error.text;
+    ::close(fd);
+  }
+  const JobId job = JobId::Random();
+  int fd[2];
+  for (uint32_t r = 0; r < 2; ++r) {
+    fd[r] = RawConnect(farm.port(0));
+    ASSERT_GE(fd[r], 0);
+    ASSERT_TRUE(SendRaw(fd[r], Frame(HelloMeta(job, 2, r), 0)));
+    ASSERT_EQ(NextMessage(fd[r], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+  }
+  // Rank 0 applies failover 1 (server 1 of the list dead, collectives from #5 re-striped).
+  wire::EpochChange change;
+  change.epoch = 1;
+  change.dead_mask = 2;
+  change.boundary = 5;
+  ASSERT_TRUE(SendRaw(fd[0], Frame(wire::EncodeEpoch(change), 0)));
+  // The server announces it to every rank once it has moved the job: only then may a chunk of
+  // epoch 1 come.
+  for (uint32_t r = 0; r < 2; ++r) {
+    const RawReply e = NextMessage(fd[r], milliseconds(5000));
+    ASSERT_EQ(e.msg.type, wire::MsgType::kEpoch) << "rank " << r << ": " << e.detail;
+  }
+  // Collective #2 comes before the boundary, so neither chunk is stale: rank 0 sends it as
+  // striped at epoch 0, rank 1 as striped at epoch 1.
+  ASSERT_TRUE(SendRaw(fd[0], ChunkAtEpoch(2, 0)));
+  ASSERT_TRUE(SendRaw(fd[1], ChunkAtEpoch(2, 1)));
+  for (uint32_t r = 0; r < 2; ++r) {
+    const RawReply e = NextError(fd[r], milliseconds(5000));
+    ASSERT_EQ(e.kind, RawReply::kFrame) << "rank " << r << ": " << e.detail;
+    EXPECT_EQ(e.msg.error.code, Code::kMismatch) << "rank " << r << ": " << e.msg.error.text;
+    // Whichever chunk the server read first opened the collective.
+    const std::string& text = e.msg.error.text;
+    EXPECT_TRUE(text.find("failover epoch: rank 0 striped it after 0 failover(s), rank 1 after 1") !=
+                    std::string::npos ||
+                text.find("failover epoch: rank 1 striped it after 1 failover(s), rank 0 after 0") != std::string::npos)
+        << "rank " << r << ": " << text;
+    EXPECT_NE(text.find("did not agree on the servers left"), std::string::npos) << text;
   }
   for (int f : fd) ::close(f);
 }

@@ -642,6 +642,42 @@ TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
   EXPECT_EQ(farm.WaitIdle(), "");
 }
 
+// The same stuck rank when the servers' job timeout comes first: each server fails the job
+// naming the rank it waits for, and the other ranks get that error long before their own timeout.
+TEST(E2eFaults, AServerTimeoutNamesTheRankItWaitsFor) {
+  server::ServerOptions opts = TestServerOptions();
+  opts.job_timeout = milliseconds(1500);
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Start(2, opts));
+  const JobId job = JobId::Random();
+  constexpr int kRanks = 3;
+  CommConfig config = FaultConfig();
+  config.timeout = milliseconds(30000);
+  std::vector<std::unique_ptr<Communicator>> comms(kRanks);
+  for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(farm.addresses(), job, kRanks, r, config, &comms[r]));
+  constexpr size_t kCount = size_t{1} << 16;  // striped over both servers
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
+  std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
+  auto call = [&](int r) {
+    return comms[r]->AllReduce(in[r].data(), out[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
+  };
+  const auto t0 = Clock::now();
+  auto rank0 = std::async(std::launch::async, call, 0);
+  auto rank2 = std::async(std::launch::async, call, 2);  // rank 1 never calls
+  const std::vector<Status> got = {rank0.get(), rank2.get()};
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const Status& st : got) {
+    EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+    EXPECT_NE(st.message().find("made no progress for 1500 ms; still waiting for rank(s) 1;"), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.message().find("a rank may be stuck or dead"), std::string::npos) << st.ToString();
+  }
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 15.0) << "the servers' 1.5 s timeout, not the ranks' 30 s, should end it";
+  comms.clear();
+  EXPECT_EQ(farm.WaitIdle(), "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // (e) A server dies in the middle of a collective.
 
