@@ -598,22 +598,28 @@ TEST(E2eFaults, InvalidOptionsAreRejectedBeforeConnecting) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A rank that never calls: the others' own timeout names it, from what each server says it waits
-// for (the servers' job timeout is far away).
+// A rank that never calls: whichever timeout comes first, the client's (which asks each server
+// what it waits for) or the servers', the other ranks' errors name it.
 
-TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
+// Three ranks over two servers, rank 1 never calling: what ranks 0 and 2 get, and how long it took.
+struct StuckRankOutcome {
+  std::vector<std::string> servers;
+  std::vector<Status> got;  // ranks 0 and 2
+  double secs = 0;
+};
+
+void RunWithRank1Stuck(milliseconds server_timeout, milliseconds client_timeout, StuckRankOutcome* o) {
   server::ServerOptions opts = TestServerOptions();
-  opts.job_timeout = milliseconds(60000);
+  opts.job_timeout = server_timeout;
   ServerFarm farm;
   E2E_ASSERT_OK(farm.Start(2, opts));
-  const std::vector<std::string> servers = farm.addresses();
+  o->servers = farm.addresses();
   const JobId job = JobId::Random();
   constexpr int kRanks = 3;
   CommConfig config = FaultConfig();
-  // Short, but long enough for the hellos (which wait as long) on a loaded machine under TSan.
-  config.timeout = milliseconds(3000);
+  config.timeout = client_timeout;
   std::vector<std::unique_ptr<Communicator>> comms(kRanks);
-  for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(servers, job, kRanks, r, config, &comms[r]));
+  for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(o->servers, job, kRanks, r, config, &comms[r]));
   constexpr size_t kCount = size_t{1} << 16;  // 256 KiB of float32: striped over both servers
   std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
   std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
@@ -623,11 +629,20 @@ TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
   const auto t0 = Clock::now();
   auto rank0 = std::async(std::launch::async, call, 0);
   auto rank2 = std::async(std::launch::async, call, 2);  // rank 1 never calls
-  const std::vector<Status> got = {rank0.get(), rank2.get()};
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const Status& st : got) {
+  o->got = {rank0.get(), rank2.get()};
+  o->secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  comms.clear();
+  EXPECT_EQ(farm.WaitIdle(), "");
+}
+
+TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
+  StuckRankOutcome o;
+  // The client's timeout short, but long enough for the hellos (which wait as long) on a loaded
+  // machine under TSan; the servers' far away.
+  ASSERT_NO_FATAL_FAILURE(RunWithRank1Stuck(milliseconds(60000), milliseconds(3000), &o));
+  for (const Status& st : o.got) {
     EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
-    for (const std::string& address : servers) {
+    for (const std::string& address : o.servers) {
       EXPECT_NE(st.message().find("server " + address + " is still waiting for rank(s) 1;"), std::string::npos)
           << st.ToString();
     }
@@ -636,46 +651,23 @@ TEST(E2eFaults, AClientTimeoutNamesTheRankEachServerWaitsFor) {
     EXPECT_NE(st.message().find("OPTCAST_TIMEOUT_MS"), std::string::npos) << st.ToString();
   }
   // The timeout, then the servers' answers (at most 2 s more); far from their own 60 s.
-  EXPECT_GE(secs, 2.9);
-  EXPECT_LT(secs, 20.0);
-  comms.clear();
-  EXPECT_EQ(farm.WaitIdle(), "");
+  EXPECT_GE(o.secs, 2.9);
+  EXPECT_LT(o.secs, 20.0);
 }
 
 // The same stuck rank when the servers' job timeout comes first: each server fails the job
 // naming the rank it waits for, and the other ranks get that error long before their own timeout.
 TEST(E2eFaults, AServerTimeoutNamesTheRankItWaitsFor) {
-  server::ServerOptions opts = TestServerOptions();
-  opts.job_timeout = milliseconds(1500);
-  ServerFarm farm;
-  E2E_ASSERT_OK(farm.Start(2, opts));
-  const JobId job = JobId::Random();
-  constexpr int kRanks = 3;
-  CommConfig config = FaultConfig();
-  config.timeout = milliseconds(30000);
-  std::vector<std::unique_ptr<Communicator>> comms(kRanks);
-  for (int r = 0; r < kRanks; ++r) E2E_ASSERT_OK(MakeComm(farm.addresses(), job, kRanks, r, config, &comms[r]));
-  constexpr size_t kCount = size_t{1} << 16;  // striped over both servers
-  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
-  std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
-  auto call = [&](int r) {
-    return comms[r]->AllReduce(in[r].data(), out[r].data(), kCount, DataType::kFloat32, RedOp::kSum);
-  };
-  const auto t0 = Clock::now();
-  auto rank0 = std::async(std::launch::async, call, 0);
-  auto rank2 = std::async(std::launch::async, call, 2);  // rank 1 never calls
-  const std::vector<Status> got = {rank0.get(), rank2.get()};
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const Status& st : got) {
+  StuckRankOutcome o;
+  ASSERT_NO_FATAL_FAILURE(RunWithRank1Stuck(milliseconds(1500), milliseconds(30000), &o));
+  for (const Status& st : o.got) {
     EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
     EXPECT_NE(st.message().find("made no progress for 1500 ms; still waiting for rank(s) 1;"), std::string::npos)
         << st.ToString();
     EXPECT_NE(st.message().find("a rank may be stuck or dead"), std::string::npos) << st.ToString();
   }
-  EXPECT_GE(secs, 1.4);
-  EXPECT_LT(secs, 15.0) << "the servers' 1.5 s timeout, not the ranks' 30 s, should end it";
-  comms.clear();
-  EXPECT_EQ(farm.WaitIdle(), "");
+  EXPECT_GE(o.secs, 1.4);
+  EXPECT_LT(o.secs, 15.0) << "the servers' 1.5 s timeout, not the ranks' 30 s, should end it";
 }
 
 // ---------------------------------------------------------------------------------------------
