@@ -191,16 +191,26 @@ TEST(Daemon, ARestartedServerServesNewCommunicators) {
 // A communicator does not re-stripe over the servers that are left: once one of its servers is
 // gone, every later collective fails promptly with an error naming it, and a new communicator
 // over the remaining servers works.
-TEST(Daemon, WithFailoverOffWhenOneOfTwoServersDiesLaterCollectivesFailNamingIt) {
+// Two `optcast server` processes and the two ranks of one job striped over both.
+struct TwoServersOneJob {
   ServerProcess a, b;
-  E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
-  E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
-  const JobId job = JobId::Random();
   std::unique_ptr<Communicator> c0, c1;
+
+  void Start(const CommConfig& config) {
+    E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
+    E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
+    const JobId job = JobId::Random();
+    E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, config, &c0));
+    E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, config, &c1));
+  }
+};
+
+TEST(Daemon, WithFailoverOffWhenOneOfTwoServersDiesLaterCollectivesFailNamingIt) {
+  TwoServersOneJob j;
   e2e::CommConfig config = Config();
   config.failover = false;
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, config, &c0));
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, config, &c1));
+  ASSERT_NO_FATAL_FAILURE(j.Start(config));
+  auto& [a, b, c0, c1] = j;
   constexpr size_t kCount = 1 << 18;  // large enough to be striped over both servers
   std::vector<float> in(kCount, 1.0f), out0(kCount), out1(kCount);
   auto both = [&](size_t count) {
@@ -231,13 +241,9 @@ TEST(Daemon, WithFailoverOffWhenOneOfTwoServersDiesLaterCollectivesFailNamingIt)
 }
 
 TEST(Daemon, WhenOneOfTwoServersDiesTheJobGoesOnOverTheOther) {
-  ServerProcess a, b;
-  E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
-  E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
-  const JobId job = JobId::Random();
-  std::unique_ptr<Communicator> c0, c1;
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, Config(), &c0));
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, Config(), &c1));
+  TwoServersOneJob j;
+  ASSERT_NO_FATAL_FAILURE(j.Start(Config()));
+  auto& [a, b, c0, c1] = j;
   constexpr size_t kCount = 1 << 18;  // large enough to be striped over both servers
   std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
   auto both = [&](size_t count, uint64_t seed) {
@@ -266,13 +272,9 @@ TEST(Daemon, WhenOneOfTwoServersDiesTheJobGoesOnOverTheOther) {
 // which needs every rank's report; rank 1 calls only a second later, catches up on what it
 // missed, and both finish with exact results on the server left.
 TEST(Daemon, ARankThatSawAServerDieLateCatchesUpWithoutDeadlock) {
-  ServerProcess a, b;
-  E2E_ASSERT_OK(a.Start({"--listen", "127.0.0.1:0"}));
-  E2E_ASSERT_OK(b.Start({"--listen", "127.0.0.1:0"}));
-  const JobId job = JobId::Random();
-  std::unique_ptr<Communicator> c0, c1;
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 0, Config(), &c0));
-  E2E_ASSERT_OK(e2e::MakeComm({a.address(), b.address()}, job, 2, 1, Config(), &c1));
+  TwoServersOneJob j;
+  ASSERT_NO_FATAL_FAILURE(j.Start(Config()));
+  auto& [a, b, c0, c1] = j;
   constexpr size_t kCount = 1 << 18;  // striped over both servers
   std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
   e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9401, 0, 0, kCount, in0.data());

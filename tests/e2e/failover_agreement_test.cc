@@ -37,6 +37,14 @@ RawReply NextMessage(int fd, milliseconds limit) {
   }
 }
 
+// Rank `rank` of `nranks` of `job`, connected to the server at `port` and welcomed.
+void JoinRaw(uint16_t port, const JobId& job, uint32_t nranks, uint32_t rank, int* fd) {
+  *fd = RawConnect(port);
+  ASSERT_GE(*fd, 0);
+  ASSERT_TRUE(SendRaw(*fd, Frame(HelloMeta(job, nranks, rank), 0)));
+  ASSERT_EQ(NextMessage(*fd, milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+}
+
 std::vector<uint8_t> ReportFrame(uint32_t epoch, uint32_t server_index, uint64_t dead_mask) {
   wire::FailoverReport r;
   r.epoch = epoch;
@@ -59,10 +67,7 @@ TEST(E2eFailoverAgreement, WhenTheAnnouncerDiesTooTheNextServerLeftAnnouncesAgai
   int fd[2][2];  // [rank][server]
   for (uint32_t r = 0; r < 2; ++r) {
     for (int s = 0; s < 2; ++s) {
-      fd[r][s] = RawConnect(farm.port(s));
-      ASSERT_GE(fd[r][s], 0);
-      ASSERT_TRUE(SendRaw(fd[r][s], Frame(HelloMeta(job, 2, r), 0)));
-      ASSERT_EQ(NextMessage(fd[r][s], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+      ASSERT_NO_FATAL_FAILURE(JoinRaw(farm.port(s), job, 2, r, &fd[r][s]));
     }
   }
   constexpr uint64_t kA = 1, kB = 2;
@@ -104,12 +109,7 @@ TEST(E2eFailoverAgreement, ALateReportPlacingThisServerElsewhereFailsTheJob) {
   E2E_ASSERT_OK(farm.Start(1, TestServerOptions()));
   const JobId job = JobId::Random();
   int fd[2];
-  for (uint32_t r = 0; r < 2; ++r) {
-    fd[r] = RawConnect(farm.port(0));
-    ASSERT_GE(fd[r], 0);
-    ASSERT_TRUE(SendRaw(fd[r], Frame(HelloMeta(job, 2, r), 0)));
-    ASSERT_EQ(NextMessage(fd[r], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
-  }
+  for (uint32_t r = 0; r < 2; ++r) ASSERT_NO_FATAL_FAILURE(JoinRaw(farm.port(0), job, 2, r, &fd[r]));
   constexpr uint64_t kA = 1;
   for (uint32_t r = 0; r < 2; ++r) ASSERT_TRUE(SendRaw(fd[r], ReportFrame(0, 2, kA)));
   // B is first left and announces; this server agrees and keeps quiet.
@@ -160,10 +160,8 @@ TEST(E2eFailoverAgreement, AServerRefusesAMixOfEpochs) {
   E2E_ASSERT_OK(farm.Start(1, TestServerOptions()));
   {  // An epoch ahead of the job's.
     const JobId job = JobId::Random();
-    const int fd = RawConnect(farm.port(0));
-    ASSERT_GE(fd, 0);
-    ASSERT_TRUE(SendRaw(fd, Frame(HelloMeta(job, 2, 0), 0)));
-    ASSERT_EQ(NextMessage(fd, milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
+    int fd = -1;
+    ASSERT_NO_FATAL_FAILURE(JoinRaw(farm.port(0), job, 2, 0, &fd));
     ASSERT_TRUE(SendRaw(fd, ChunkAtEpoch(0, 1)));
     const RawReply e = NextError(fd, milliseconds(5000));
     ASSERT_EQ(e.kind, RawReply::kFrame) << e.detail;
@@ -176,12 +174,7 @@ TEST(E2eFailoverAgreement, AServerRefusesAMixOfEpochs) {
   }
   const JobId job = JobId::Random();
   int fd[2];
-  for (uint32_t r = 0; r < 2; ++r) {
-    fd[r] = RawConnect(farm.port(0));
-    ASSERT_GE(fd[r], 0);
-    ASSERT_TRUE(SendRaw(fd[r], Frame(HelloMeta(job, 2, r), 0)));
-    ASSERT_EQ(NextMessage(fd[r], milliseconds(5000)).msg.type, wire::MsgType::kWelcome);
-  }
+  for (uint32_t r = 0; r < 2; ++r) ASSERT_NO_FATAL_FAILURE(JoinRaw(farm.port(0), job, 2, r, &fd[r]));
   // Rank 0 applies failover 1 (server 1 of the list dead, collectives from #5 re-striped).
   wire::EpochChange change;
   change.epoch = 1;

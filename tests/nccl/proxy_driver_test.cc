@@ -746,20 +746,27 @@ void RunRank(bool v12, int rank, int nranks, int nchannels, int fd, ProxyPlan pl
   }
 }
 
-// Three processes (two on the v11 tables, one on v12, as nodes on different NCCL releases
-// would be), three channels each, two reduction servers.
-TEST(ProxyDriver, ProcessesChannelsEveryTypeAndOperator) {
-  ServerProcesses servers(2);
-  constexpr int kRanks = 3, kChannels = 3;
+// Forks `nranks` proxy ranks over `servers`, rank 1 on the v12 tables and the others on v11 (as
+// nodes on different NCCL releases would be), each running the plan `plan_of` gives it.
+std::vector<Child> ForkProxyRanks(const ServerProcesses& servers, int nranks, int nchannels,
+                                  const std::function<ProxyPlan(int rank)>& plan_of) {
   std::vector<Child> ranks;
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < nranks; ++r) {
     const std::string name = "rank " + std::to_string(r);
     ranks.push_back(Fork(name, [&, r, name](int fd) {
       setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
       setenv("OPTCAST_TIMEOUT_MS", "20000", 1);
-      return ChildBody(name, [&] { RunRank(r == 1, r, kRanks, kChannels, fd); });
+      return ChildBody(name, [&] { RunRank(r == 1, r, nranks, nchannels, fd, plan_of(r)); });
     }));
   }
+  return ranks;
+}
+
+// Three processes, three channels each, two reduction servers.
+TEST(ProxyDriver, ProcessesChannelsEveryTypeAndOperator) {
+  ServerProcesses servers(2);
+  constexpr int kRanks = 3, kChannels = 3;
+  std::vector<Child> ranks = ForkProxyRanks(servers, kRanks, kChannels, [](int) { return ProxyPlan{}; });
   const auto deadline = Clock::now() + kChildLimit;
   EXPECT_TRUE(AllGatherThroughParent(ranks, kChannels * kHandle, deadline));
   ExpectExits(ranks, std::vector<int>(kRanks, 0), deadline);
@@ -771,21 +778,15 @@ TEST(ProxyDriver, ProcessesChannelsEveryTypeAndOperator) {
 TEST(ProxyFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
   ServerProcesses servers(3);
   constexpr int kRanks = 3, kChannels = 2;
-  std::vector<Child> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    const std::string name = "rank " + std::to_string(r);
-    ranks.push_back(Fork(name, [&, r, name](int fd) {
-      setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
-      setenv("OPTCAST_TIMEOUT_MS", "20000", 1);
-      ProxyPlan plan;
-      plan.arena_bytes = 40u << 20;
-      plan.large_allreduces = 24;
-      plan.failovers_expected = true;
-      // Of 2 x 113 collectives: the first kill after 60, the second after 150.
-      if (r == 0) plan.tell_parent_at = {60, 150};
-      return ChildBody(name, [&] { RunRank(r == 1, r, kRanks, kChannels, fd, plan); });
-    }));
-  }
+  std::vector<Child> ranks = ForkProxyRanks(servers, kRanks, kChannels, [](int r) {
+    ProxyPlan plan;
+    plan.arena_bytes = 40u << 20;
+    plan.large_allreduces = 24;
+    plan.failovers_expected = true;
+    // Of 2 x 113 collectives: the first kill after 60, the second after 150.
+    if (r == 0) plan.tell_parent_at = {60, 150};
+    return plan;
+  });
   const auto deadline = Clock::now() + kChildLimit;
   EXPECT_TRUE(AllGatherThroughParent(ranks, kChannels * kHandle, deadline));
   for (int victim : {0, 2}) {
