@@ -433,6 +433,7 @@ struct Channel {
   std::unique_ptr<Arena> arena;
   std::vector<std::unique_ptr<Collective>> work;
   size_t next_coll = 0, next_call = 0;
+  size_t completed = 0;  // collectives whose every call completed
   std::deque<InFlight> inflight;
 };
 
@@ -440,9 +441,9 @@ struct Channel {
 struct ProxyPlan {
   size_t arena_bytes = 8u << 20;  // per channel
   int large_allreduces = 0;       // float32 sums of 512 KiB per channel, NCCL's request size
-  // After this many collectives completed (all channels), the rank writes one byte to the
-  // parent and waits for one back, so that the parent may kill a server while the rest is in
-  // flight.
+  // Once every channel has completed this many collectives (and none has posted more than a
+  // window beyond), the rank writes one byte to the parent and waits for one back, so that the
+  // parent may kill a server while each channel has requests in flight and work left.
   std::vector<size_t> tell_parent_at;
   bool failovers_expected = false;  // servers die under it: WARNs of failover only
 };
@@ -693,8 +694,11 @@ class ProxyRank {
     while (busy) {
       ASSERT_LT(Clock::now(), deadline) << "collectives did not complete";
       busy = false;
+      // A channel that ran ahead waits at the next point the parent is told of.
+      const size_t gate =
+          told_ < plan_.tell_parent_at.size() ? plan_.tell_parent_at[told_] + kStepsPerChannel : SIZE_MAX;
       for (auto& ch : channels_) {
-        while (ch.inflight.size() < kStepsPerChannel && ch.next_coll < ch.work.size()) {
+        while (ch.inflight.size() < kStepsPerChannel && ch.next_coll < ch.work.size() && ch.next_coll < gate) {
           Collective* coll = ch.work[ch.next_coll].get();
           void* req = nullptr;
           ASSERT_EQ(coll->calls[ch.next_call](&req), ncclSuccess) << coll->name;
@@ -714,17 +718,20 @@ class ProxyRank {
           EXPECT_EQ(size, f.coll->bytes[f.call]) << f.coll->name;
           if (++f.coll->completed == f.coll->calls.size()) {
             f.coll->check();
-            ++completed_;
-            if (told_ < plan_.tell_parent_at.size() && completed_ >= plan_.tell_parent_at[told_]) {
-              uint8_t byte = 1;
-              EXPECT_TRUE(WriteAll(fd_, &byte, 1)) << "the parent is gone";
-              EXPECT_TRUE(ReadAll(fd_, &byte, 1, Clock::now() + std::chrono::seconds(20))) << "no word from the parent";
-              ++told_;
-            }
+            ++ch.completed;
           }
           ch.inflight.pop_front();
         }
         busy = busy || !ch.inflight.empty() || ch.next_coll < ch.work.size();
+      }
+      const bool all_there = std::all_of(channels_.begin(), channels_.end(), [&](const Channel& ch) {
+        return told_ < plan_.tell_parent_at.size() && ch.completed >= plan_.tell_parent_at[told_];
+      });
+      if (all_there) {
+        uint8_t byte = 1;
+        EXPECT_TRUE(WriteAll(fd_, &byte, 1)) << "the parent is gone";
+        EXPECT_TRUE(ReadAll(fd_, &byte, 1, Clock::now() + std::chrono::seconds(20))) << "no word from the parent";
+        ++told_;
       }
     }
   }
@@ -735,7 +742,7 @@ class ProxyRank {
   const ProxyPlan plan_;
   typename V::Coll* cn_ = nullptr;
   size_t issued_ = 0, null_requests_ = 0;
-  size_t completed_ = 0, told_ = 0;
+  size_t told_ = 0;
 };
 
 void RunRank(bool v12, int rank, int nranks, int nchannels, int fd, ProxyPlan plan = {}) {
@@ -783,8 +790,8 @@ TEST(ProxyFailover, KillingOneThenASecondOfThreeServersLosesNoCollective) {
     plan.arena_bytes = 40u << 20;
     plan.large_allreduces = 24;
     plan.failovers_expected = true;
-    // Of 2 x 113 collectives: the first kill after 60, the second after 150.
-    if (r == 0) plan.tell_parent_at = {60, 150};
+    // Of 113 collectives per channel: the first kill after 30, the second after 75.
+    if (r == 0) plan.tell_parent_at = {30, 75};
     return plan;
   });
   const auto deadline = Clock::now() + kChildLimit;
