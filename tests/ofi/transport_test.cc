@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "pair.h"
 #include "transport/factory.h"
 #include "transport/ofi/connection.h"
 #include "transport/ofi/fabric.h"
@@ -82,31 +83,6 @@ Status ReadUntilError(Connection& c, MessageHandler& h) {
     st = c.ReadAvailable(h);
   }
   return st;
-}
-
-struct Pair {
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<Connection> client, server;
-};
-
-// A client dialling (on a thread: the address exchange waits for the server) and the server's end.
-Status MakePair(Pair* p, uint64_t client_max = 1u << 30, uint64_t server_max = 1u << 30) {
-  OPTCAST_RETURN_IF_ERROR(Listen(Kind::kOfi, {"127.0.0.1", 0}, &p->listener));
-  Status dialled;
-  std::thread dial([&] {
-    dialled = Dial(Kind::kOfi, {"127.0.0.1", p->listener->port()}, Deadline::After(milliseconds(5000)), client_max,
-                   &p->client);
-  });
-  Status accepted = UnavailableError("nobody connected");
-  const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
-  while (std::chrono::steady_clock::now() < until) {
-    accepted = p->listener->Accept(server_max, &p->server);
-    if (accepted.code() != Code::kUnavailable || p->server) break;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  dial.join();
-  OPTCAST_RETURN_IF_ERROR(dialled);
-  return accepted;
 }
 
 TEST(OfiTransport, MessagesWithPayloadsArriveInOrderAndIntactBothWays) {

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -184,7 +185,10 @@ Status FabricConnection::AdvanceDial() {
 
 FabricConnection::~FabricConnection() {
   // The endpoint goes first: after that no operation touches a buffer this connection holds.
-  if (ep_ != nullptr) fi_close(&ep_->fid);
+  if (ep_ != nullptr) {
+    Quiesce();
+    fi_close(&ep_->fid);
+  }
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
   // No operation is left to touch the memory: its registrations may go back to the cache.
@@ -231,6 +235,7 @@ Status FabricConnection::PostHeadRecv(uint32_t slot) {
     const ssize_t rc = fi_trecv(ep_, recv_slots_.data() + slot * kSlotBytes, kSlotBytes, recv_desc_, FI_ADDR_UNSPEC,
                                 kHeadTag, 0, &op.ctx);
     if (rc == 0) {
+      op.pending = true;
       heads_.push_back({slot});
       return Status::Ok();
     }
@@ -256,7 +261,9 @@ Status FabricConnection::PollCompletions() {
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) < 0) return UnavailableError("fi_cq_readerr failed on " + peer_);
-      if (err.err == FI_ECANCELED) continue;
+      Op* failed = static_cast<Op*>(err.op_context);
+      if (failed != nullptr) failed->pending = false;
+      if (err.err == FI_ECANCELED || (failed != nullptr && failed->kind == OpKind::kDiscard)) continue;
       const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
       return UnavailableError("fabric operation with " + peer_ + " failed: " + Libfabric().strerror(err.err) + " (" +
                               (text ? text : "") + ")");
@@ -268,6 +275,7 @@ Status FabricConnection::PollCompletions() {
         case OpKind::kSendHead:
         case OpKind::kSendPayload: --op->msg->left; break;
         case OpKind::kRecvHead:
+          op->pending = false;
           for (HeadRecv& h : heads_) {
             if (h.slot == op->slot && !h.done) {
               h.done = true;
@@ -277,8 +285,10 @@ Status FabricConnection::PollCompletions() {
           }
           break;
         case OpKind::kRecvPayload:
+          op->pending = false;
           if (rx_left_ > 0) --rx_left_;
           break;
+        case OpKind::kDiscard: op->pending = false; break;
       }
     }
     // Messages complete in order for the caller, as on a stream.
@@ -451,7 +461,10 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
       for (;;) {
         const ssize_t rc = fi_trecv(ep_, dst + off, len, desc, FI_ADDR_UNSPEC, kPayloadTag | (number & kNumberMask), 0,
                                     &rx_ops_[s].ctx);
-        if (rc == 0) break;
+        if (rc == 0) {
+          rx_ops_[s].pending = true;
+          break;
+        }
         if (rc != -FI_EAGAIN && !ControlOpen()) {
           return UnavailableError("connection to " + peer_ + " closed by the peer before its last payload arrived (" +
                                   FiError("fi_trecv", rc) + ")");
@@ -526,6 +539,7 @@ void FabricConnection::DrainEventFd() {
 void FabricConnection::BreakOff(const Status& why) {
   if (broken_.ok()) broken_ = why;
   if (ep_ != nullptr) {
+    Quiesce();
     fi_close(&ep_->fid);
     ep_ = nullptr;
   }
@@ -538,6 +552,77 @@ void FabricConnection::BreakOff(const Status& why) {
   uint64_t one = 1;
   ssize_t r = write(evfd_, &one, sizeof(one));
   (void)r;
+}
+
+// ofi_rxm (libfabric 1.17) closes a connection's endpoint first and only then handles the
+// completions still queued for it, and some of those make it use the closed endpoint: a finished
+// rendezvous read answers its sender on it, and a rendezvous request that matches a posted
+// receive starts a read on it, both in freed memory. So nothing may be left for them to do:
+// every receive no message has matched yet is cancelled, the matched ones are given a moment to
+// end (a live peer's transfer finishes, a dead peer's fails), and then the messages that arrived
+// with no receive for them are dropped, which ofi_rxm 1.x would otherwise keep for good.
+void FabricConnection::Quiesce() {
+  if (ep_ == nullptr || dialing_) return;  // while dialing, nothing has been posted
+  std::vector<Op*> receives;
+  for (Op& op : recv_ops_) {
+    if (op.pending) receives.push_back(&op);
+  }
+  for (Op& op : rx_ops_) {
+    if (op.pending) receives.push_back(&op);
+  }
+  // A receive already matched is not found, and ends on its own.
+  for (Op* op : receives) (void)fi_cancel(&ep_->fid, &op->ctx);
+  auto any_pending = [&] {
+    return std::any_of(receives.begin(), receives.end(), [](const Op* op) { return op->pending; });
+  };
+  const Deadline give_up = Deadline::After(std::chrono::milliseconds(500));
+  while (ReapCompletions() && any_pending() && !give_up.Expired()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  DiscardUnexpected();
+}
+
+bool FabricConnection::ReapCompletions() {
+  auto settle = [&](void* context, bool completed) {
+    Op* op = static_cast<Op*>(context);
+    if (op == nullptr || op->kind == OpKind::kSendHead || op->kind == OpKind::kSendPayload) return;
+    op->pending = false;
+    if (op->kind == OpKind::kDiscard) discarded_ = completed;
+  };
+  fi_cq_tagged_entry entries[16];
+  for (;;) {
+    const ssize_t n = fi_cq_read(cq_, entries, 16);
+    if (n == -FI_EAGAIN) return true;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) < 0) return false;
+      settle(err.op_context, false);
+      continue;
+    }
+    if (n < 0) return false;
+    for (ssize_t i = 0; i < n; ++i) settle(entries[i].op_context, true);
+  }
+}
+
+// A receive with FI_PEEK | FI_DISCARD drops the oldest message that arrived unexpected (any tag)
+// and completes, or fails with FI_ENOMSG when none is left; both are written before it returns.
+// It reads no payload, so it starts no rendezvous. Bounded, as the peer may still be sending.
+void FabricConnection::DiscardUnexpected() {
+  for (int dropped = 0; dropped < 4096; ++dropped) {
+    fi_msg_tagged msg{};
+    msg.addr = FI_ADDR_UNSPEC;
+    msg.tag = 0;
+    msg.ignore = ~uint64_t{0};
+    msg.context = &discard_op_.ctx;
+    discard_op_.kind = OpKind::kDiscard;
+    discard_op_.pending = true;
+    discarded_ = false;
+    if (fi_trecvmsg(ep_, &msg, FI_PEEK | FI_DISCARD) != 0) return;  // not offered by the provider
+    for (int i = 0; i < 100 && discard_op_.pending; ++i) {
+      if (!ReapCompletions()) return;
+    }
+    if (discard_op_.pending || !discarded_) return;
+  }
 }
 
 void FabricConnection::ReleasePosted(Posted& p) {

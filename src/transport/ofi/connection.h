@@ -65,12 +65,13 @@ class FabricConnection final : public Connection {
   std::string SilenceHint() const override;
 
  private:
-  enum class OpKind : uint8_t { kSendHead, kSendPayload, kRecvHead, kRecvPayload };
+  enum class OpKind : uint8_t { kSendHead, kSendPayload, kRecvHead, kRecvPayload, kDiscard };
   struct Posted;
   // Operation context handed to libfabric (providers may use the fi_context2 space).
   struct Op {
     fi_context2 ctx;
     OpKind kind;
+    bool pending = false;  // a receive posted whose completion (or error) has not been read
     uint32_t slot = 0;
     Posted* msg = nullptr;
   };
@@ -113,6 +114,12 @@ class FabricConnection final : public Connection {
   // Makes fd() readable again when work is waiting that the wait descriptor will not announce.
   void Rearm();
   void BreakOff(const Status& why);
+  // Before the endpoint closes: leaves no receive for a message to match and no rendezvous in
+  // flight, and drops the messages no receive was posted for (see connection.cc).
+  void Quiesce();
+  // Reads every completion and error available, whatever it says; false if the queue failed.
+  bool ReapCompletions();
+  void DiscardUnexpected();
   // StartDial's connect and address exchange, as far as they go without waiting.
   Status AdvanceDial();
   Status WatchControl(bool writable);
@@ -168,6 +175,10 @@ class FabricConnection final : public Connection {
   uint32_t rx_left_ = 0;     // its segments still to complete
   std::vector<Op> rx_ops_;
   std::vector<fid_mr*> rx_held_;  // registrations of the payload being received
+
+  // The context of the FI_PEEK | FI_DISCARD receives of DiscardUnexpected.
+  Op discard_op_{};
+  bool discarded_ = false;  // the last one found a message (else FI_ENOMSG)
 };
 
 }  // namespace optcast::transport::ofi
