@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -35,11 +36,17 @@ constexpr uint32_t kRecvSlots = 16;
 // Payloads above this go as several sends (providers cap one message at max_msg_size).
 constexpr uint64_t kMaxSegment = uint64_t{1} << 30;
 
+std::atomic<uint64_t> unread_dropped{0};
+std::atomic<uint64_t> closes_in_flight{0};
+
 std::string FiError(const char* what, ssize_t rc) {
   return std::string(what) + ": " + Libfabric().strerror(static_cast<int>(-rc));
 }
 
 }  // namespace
+
+uint64_t FabricConnection::UnreadMessagesDropped() { return unread_dropped.load(); }
+uint64_t FabricConnection::ClosesWithATransferInFlight() { return closes_in_flight.load(); }
 
 Status FabricConnection::Create(std::shared_ptr<Fabric> fabric, posix::Socket control, uint64_t max_payload,
                                 std::string peer, std::unique_ptr<FabricConnection>* out) {
@@ -77,6 +84,7 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket cont
   if (rc != 0) return UnavailableError(FiError("fi_ep_bind(av)", rc));
   rc = fi_enable(ep_);
   if (rc != 0) return UnavailableError(FiError("fi_enable", rc));
+  enabled_ = true;
   size_t len = 0;
   rc = fi_getname(&ep_->fid, nullptr, &len);
   local_address_.resize(len > 0 ? len : 256);
@@ -562,7 +570,9 @@ void FabricConnection::BreakOff(const Status& why) {
 // end (a live peer's transfer finishes, a dead peer's fails), and then the messages that arrived
 // with no receive for them are dropped, which ofi_rxm 1.x would otherwise keep for good.
 void FabricConnection::Quiesce() {
-  if (ep_ == nullptr || dialing_) return;  // while dialing, nothing has been posted
+  // Before fi_enable, ofi_rxm has no completion queue of its own to progress; while dialing,
+  // nothing has been posted.
+  if (ep_ == nullptr || !enabled_ || dialing_) return;
   std::vector<Op*> receives;
   for (Op& op : recv_ops_) {
     if (op.pending) receives.push_back(&op);
@@ -579,6 +589,7 @@ void FabricConnection::Quiesce() {
   while (ReapCompletions() && any_pending() && !give_up.Expired()) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  if (any_pending()) closes_in_flight.fetch_add(1);
   DiscardUnexpected();
 }
 
@@ -622,6 +633,7 @@ void FabricConnection::DiscardUnexpected() {
       if (!ReapCompletions()) return;
     }
     if (discard_op_.pending || !discarded_) return;
+    unread_dropped.fetch_add(1);
   }
 }
 

@@ -43,6 +43,12 @@ class FabricConnection final : public Connection {
                           std::string peer, std::unique_ptr<FabricConnection>* out);
   ~FabricConnection() override;
 
+  // Counts over the process, for tests and diagnosis: messages that arrived and were never read,
+  // dropped when their connection closed; and closes that stopped waiting for a transfer still
+  // in flight (Quiesce).
+  static uint64_t UnreadMessagesDropped();
+  static uint64_t ClosesWithATransferInFlight();
+
   // This endpoint's fabric address (fi_getname), for the peer.
   const std::vector<uint8_t>& local_address() const { return local_address_; }
   // Adds the peer's fabric address and posts the receives for headers.
@@ -145,6 +151,7 @@ class FabricConnection final : public Connection {
   bool send_blocked_ = false;  // the provider said "again" with sends queued
 
   // StartDial: the control socket is connecting, or the addresses are being exchanged on it.
+  bool enabled_ = false;  // fi_enable succeeded: ofi_rxm may be progressed
   bool dialing_ = false;
   bool dial_connected_ = false;
   bool shut_after_dial_ = false;
