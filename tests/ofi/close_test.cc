@@ -20,21 +20,6 @@ using ofi::FabricConnection;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-struct Collector final : MessageHandler {
-  Status OnMessageMeta(Connection&, std::span<const uint8_t>, uint64_t payload_len, uint8_t** dst) override {
-    payloads.emplace_back(payload_len);
-    *dst = payloads.back().data();
-    ++metas;
-    return Status::Ok();
-  }
-  Status OnMessageComplete(Connection&) override {
-    ++completed;
-    return Status::Ok();
-  }
-  std::vector<std::vector<uint8_t>> payloads;
-  size_t metas = 0, completed = 0;
-};
-
 // The server sends 24 messages of 4 KiB and one of 1 MiB; both ends progress, the client reads
 // nothing. Its provider takes the messages in and holds them: 16 headers land in the posted header
 // receives; the other 9 headers and every payload (the 4 KiB ones whole, the 1 MiB one as a
@@ -143,12 +128,12 @@ TEST(OfiClose, AReaderClosingMidTransferFromAStalledPeerWaitsItsBoundThenCloses)
   p.server->Send(MakeOutMessage(meta, big.data(), big.size()));
   Collector at_client;
   const auto until = steady_clock::now() + milliseconds(10000);
-  while (at_client.metas < 1 && steady_clock::now() < until) {
+  while (at_client.metas.empty() && steady_clock::now() < until) {
     ASSERT_TRUE(p.server->Flush().ok());
     ASSERT_TRUE(p.client->ReadAvailable(at_client).ok());
     std::this_thread::sleep_for(milliseconds(1));
   }
-  ASSERT_EQ(at_client.metas, 1u);
+  ASSERT_EQ(at_client.metas.size(), 1u);
   ASSERT_EQ(at_client.completed, 0u) << "the payload arrived before the close: nothing left to test";
   const uint64_t waited = FabricConnection::ClosesWithATransferInFlight();
   const auto t0 = steady_clock::now();

@@ -1,19 +1,41 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-// Two ends of one ofi connection over loopback, for the ofi suites.
+// Two ends of one ofi connection over loopback, and a handler that collects what one delivers,
+// for the ofi suites.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "optcast/status.h"
 #include "transport/connection.h"
 #include "transport/listener.h"
+#include "transport/message.h"
 
 namespace optcast::transport {
 
 struct Pair {
   std::unique_ptr<Listener> listener;
   std::unique_ptr<Connection> client, server;
+};
+
+// Collects every message a connection delivers: metas, and payloads into buffers of their own.
+class Collector final : public MessageHandler {
+ public:
+  Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t** dst) override {
+    metas.emplace_back(meta.begin(), meta.end());
+    payloads.emplace_back(payload_len);
+    *dst = payloads.back().data();
+    return Status::Ok();
+  }
+  Status OnMessageComplete(Connection&) override {
+    ++completed;
+    return Status::Ok();
+  }
+  std::vector<std::vector<uint8_t>> metas;
+  std::vector<std::vector<uint8_t>> payloads;
+  size_t completed = 0;
 };
 
 // A client dialling (on a thread: the address exchange waits for the server) and the server's end.

@@ -40,24 +40,6 @@ TEST(Libfabric, BindsTheVersionsALinkedProgramWouldGet) {
   dlclose(lib);
 }
 
-// Collects every message a connection delivers: metas, and payloads into buffers of their own.
-class Collector final : public MessageHandler {
- public:
-  Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t** dst) override {
-    metas.emplace_back(meta.begin(), meta.end());
-    payloads.emplace_back(payload_len);
-    *dst = payloads.back().data();
-    return Status::Ok();
-  }
-  Status OnMessageComplete(Connection&) override {
-    ++completed;
-    return Status::Ok();
-  }
-  std::vector<std::vector<uint8_t>> metas;
-  std::vector<std::vector<uint8_t>> payloads;
-  size_t completed = 0;
-};
-
 // Drives both ends until `done` holds or the limit passes.
 bool Pump(Connection& a, MessageHandler& ha, Connection& b, MessageHandler& hb, const std::function<bool()>& done,
           milliseconds limit = milliseconds(10000)) {

@@ -269,9 +269,8 @@ Status FabricConnection::PollCompletions() {
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) < 0) return UnavailableError("fi_cq_readerr failed on " + peer_);
-      Op* failed = static_cast<Op*>(err.op_context);
-      if (failed != nullptr) failed->pending = false;
-      if (err.err == FI_ECANCELED || (failed != nullptr && failed->kind == OpKind::kDiscard)) continue;
+      if (auto* failed = static_cast<Op*>(err.op_context); failed != nullptr) failed->pending = false;
+      if (err.err == FI_ECANCELED) continue;
       const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
       return UnavailableError("fabric operation with " + peer_ + " failed: " + Libfabric().strerror(err.err) + " (" +
                               (text ? text : "") + ")");
