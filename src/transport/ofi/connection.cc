@@ -270,7 +270,13 @@ Status FabricConnection::PollCompletions() {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) < 0) return UnavailableError("fi_cq_readerr failed on " + peer_);
       if (auto* failed = static_cast<Op*>(err.op_context); failed != nullptr) failed->pending = false;
-      if (err.err == FI_ECANCELED) continue;
+      // Only Quiesce cancels, and it reads its own completions: a cancellation seen here is the
+      // provider flushing a connection it closed, so the operation will never end. Reporting it
+      // ends the connection now instead of at the caller's timeout.
+      if (err.err == FI_ECANCELED) {
+        return UnavailableError("fabric operation with " + peer_ +
+                                " was cancelled by the provider: its connection was closed");
+      }
       const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
       return UnavailableError("fabric operation with " + peer_ + " failed: " + Libfabric().strerror(err.err) + " (" +
                               (text ? text : "") + ")");
