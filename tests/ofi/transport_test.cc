@@ -241,6 +241,41 @@ TEST(OfiTransport, APayloadFromAPeerThatHasGoneIsAnErrorAndNothingElse) {
   }
 }
 
+// A sender whose peer has gone with messages still to read must hear of it as the end of the
+// connection, naming the peer, and deliver nothing. tcp;ofi_rxm 1.17 completes none of the sends
+// still queued for that peer, with or without an error: the end shows on the read side, which the
+// connection loops always drive alongside their writes.
+TEST(OfiTransport, SendsToAPeerThatHasGoneEndInAnErrorNamingIt) {
+  for (int round = 0; round < 3; ++round) {
+    Pair p;
+    Status st = MakePair(&p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    // Eager messages and rendezvous ones, more than the peer's provider takes in unread.
+    std::vector<uint8_t> big(1 << 20, 7), small(4096, 3);
+    const uint8_t meta[1] = {5};
+    for (int i = 0; i < 8; ++i) {
+      p.server->Send(MakeOutMessage(meta, big.data(), big.size()));
+      p.server->Send(MakeOutMessage(meta, small.data(), small.size()));
+    }
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(p.server->Flush().ok());
+      ASSERT_TRUE(p.client->Flush().ok());
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    p.client.reset();
+    const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+    Collector at_server;
+    while (st.ok() && std::chrono::steady_clock::now() < until) {
+      st = p.server->Flush();
+      if (st.ok()) st = p.server->ReadAvailable(at_server);
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    EXPECT_EQ(st.code(), Code::kUnavailable) << "round " << round << ": " << st.message();
+    EXPECT_NE(st.message().find("127.0.0.1"), std::string::npos) << st.message();
+    EXPECT_EQ(at_server.completed, 0u);
+  }
+}
+
 TEST(OfiTransport, OversizedPayloadIsAProtocolError) {
   Pair p;
   ASSERT_TRUE(MakePair(&p, 1u << 20, 1024).ok());
