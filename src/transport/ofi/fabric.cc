@@ -42,8 +42,7 @@ bool SocketBased(const std::string& provider) {
 int GetInfo(const std::string& provider, const std::string& source_host, bool hmem, fi_info** out) {
   fi_info* hints = MakeHints(provider, hmem);
   const bool pin = !source_host.empty() && SocketBased(provider);
-  const int rc =
-      Libfabric().getinfo(kApiVersion, pin ? source_host.c_str() : nullptr, nullptr, pin ? FI_SOURCE : 0, hints, out);
+  const int rc = FiGetInfo(kApiVersion, pin ? source_host.c_str() : nullptr, nullptr, pin ? FI_SOURCE : 0, hints, out);
   Libfabric().freeinfo(hints);
   return rc;
 }
@@ -109,7 +108,7 @@ std::vector<std::string> AvailableProviders() {
   if (!LoadLibfabric().ok()) return names;
   SetProviderDefaults(RequestedProvider());
   fi_info* all = nullptr;
-  if (Libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) != 0) return names;
+  if (FiGetInfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) != 0) return names;
   for (fi_info* i = all; i != nullptr; i = i->next) {
     std::string n = i->fabric_attr->prov_name;
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);

@@ -6,6 +6,9 @@
 #include <iterator>
 #include <string>
 
+#include "common/log.h"
+#include "transport/ofi/signal_dispositions.h"
+
 namespace optcast::transport::ofi {
 
 namespace {
@@ -16,7 +19,14 @@ LibfabricApi api;
 
 Status Load() {
   // Never closed: providers keep threads and registrations that live as long as the process.
-  void* handle = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
+  void* handle = nullptr;
+  {
+    SignalDispositionGuard keep;
+    handle = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
+    if (const std::string changed = keep.Restore(); !changed.empty()) {
+      Log().info("loading {} replaced the handlers of {}; the program's are back", kSoname, changed);
+    }
+  }
   if (handle == nullptr) {
     const char* why = dlerror();
     return UnavailableError(std::string("the ofi transport needs libfabric, and ") + kSoname +
@@ -49,5 +59,15 @@ Status LoadLibfabric() {
 }
 
 const LibfabricApi& Libfabric() { return api; }
+
+int FiGetInfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+              fi_info** info) {
+  SignalDispositionGuard keep;
+  const int rc = api.getinfo(version, node, service, flags, hints, info);
+  if (const std::string changed = keep.Restore(); !changed.empty()) {
+    Log().info("libfabric's providers replaced the handlers of {}; the program's are back", changed);
+  }
+  return rc;
+}
 
 }  // namespace optcast::transport::ofi

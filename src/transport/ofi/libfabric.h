@@ -45,4 +45,10 @@ Status LoadLibfabric();
 // The bound functions. Only after LoadLibfabric() succeeded (every Fabric holds that).
 const LibfabricApi& Libfabric();
 
+// fi_getinfo, keeping the process's signal handlers: the first call loads and initialises the
+// providers, whose libraries may install their own (signal_dispositions.h). Loading libfabric.so.1
+// keeps them too.
+int FiGetInfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+              fi_info** info);
+
 }  // namespace optcast::transport::ofi
