@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <iterator>
+#include <mutex>
 #include <string>
 
 #include "common/log.h"
@@ -62,6 +63,10 @@ const LibfabricApi& Libfabric() { return api; }
 
 int FiGetInfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
               fi_info** info) {
+  // One at a time: a guard whose snapshot fell inside another call's span would put back the
+  // handlers that call had just undone.
+  static std::mutex serial;
+  const std::lock_guard lock(serial);
   SignalDispositionGuard keep;
   const int rc = api.getinfo(version, node, service, flags, hints, info);
   if (const std::string changed = keep.Restore(); !changed.empty()) {
