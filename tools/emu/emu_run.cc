@@ -249,6 +249,9 @@ json MachineJson() {
 
 double Mbs(double gbps) { return gbps * 1e3; }  // GB/s -> MB/s
 
+// The machine's busy fraction from which a row is marked as limited by this machine's CPU.
+constexpr double kSaturatedMachine = 0.9;
+
 void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::string>& algos,
                 const std::map<std::pair<std::string, uint64_t>, Row>& rows, const std::vector<uint64_t>& sizes) {
   const ClusterSpec& s = o.spec;
@@ -312,6 +315,25 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
       }
     }
     std::printf(" %6llu\n", static_cast<unsigned long long>(wrong));
+  }
+  // Every emulated host's processes and network stack share this machine's cores: a figure taken
+  // while they were all but saturated measures the machine, not the emulated links.
+  std::string saturated;
+  for (const auto& a : algos) {
+    std::string sizes_of_a;
+    for (uint64_t bytes : sizes) {
+      auto it = rows.find({a, bytes});
+      if (it == rows.end() || it->second.cpu_machine < kSaturatedMachine) continue;
+      sizes_of_a += (sizes_of_a.empty() ? " " : ", ") + SizeLabel(bytes);
+    }
+    if (!sizes_of_a.empty()) saturated += (saturated.empty() ? "" : "; ") + a + sizes_of_a;
+  }
+  if (!saturated.empty()) {
+    std::printf(
+        "# note: this machine's %ld cores were at least %.0f%% busy during %s: every emulated host runs on them, so "
+        "those figures are bounded by this machine's CPU rather than by the emulated links (a lower --rate, a "
+        "larger --mtu or more cores measure the network)\n",
+        sysconf(_SC_NPROCESSORS_ONLN), 100 * kSaturatedMachine, saturated.c_str());
   }
   std::fflush(stdout);
 }
