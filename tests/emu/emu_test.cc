@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <regex>
 #include <string>
 
 namespace {
@@ -228,6 +229,9 @@ TEST_F(EmuTest, UpStatusDownIsIdempotent) {
   out.clear();
   ASSERT_EQ(Shell(optcast_ + " emu status", &out), 0) << out;
   EXPECT_NE(out.find("10.99.0.101"), std::string::npos) << out;
+  // Each host's link rate (its root class's, not a per-destination class's guaranteed minimum).
+  EXPECT_TRUE(std::regex_search(out, std::regex("optcast-emu-w0 +10\\.99\\.0\\.1/24 +200Mbit "))) << out;
+  EXPECT_EQ(out.find("8Kbit"), std::string::npos) << out;
   // A leftover server process must not keep a namespace alive through `down`.
   out.clear();
   ASSERT_EQ(Shell("ip netns exec optcast-emu-s0 " + optcast_ +
@@ -456,8 +460,8 @@ TEST_F(EmuTest, AnIdleHostCannotBeatItsLinkRateToManyDestinations) {
   out.clear();
   // A receiver may still be starting when the sender begins (Python takes a while on a busy
   // host), so the sender retries a refused connection; its exit status is the command's.
-  ASSERT_EQ(Shell(receivers + "ip netns exec optcast-emu-s0 python3 -c \"" + sender + "\"; rc=$?; wait; exit $rc", &out),
-            0)
+  ASSERT_EQ(
+      Shell(receivers + "ip netns exec optcast-emu-s0 python3 -c \"" + sender + "\"; rc=$?; wait; exit $rc", &out), 0)
       << out;
   const double ms = std::strtod(out.c_str(), nullptr);
   std::printf("8 x 32 KiB from an idle host at 200 Mbit/s: %.2f ms (median)\n", ms);

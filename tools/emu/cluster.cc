@@ -395,6 +395,25 @@ Status Up(const ClusterSpec& spec, bool verbose) {
   return Status::Ok();
 }
 
+namespace {
+
+// A link's rate from `tc class show`: its root HTB class's. The fair host queue's per-destination
+// classes below it only guarantee a minimum (8Kbit) and borrow up to the root's rate.
+std::string LinkRate(const std::string& classes) {
+  std::istringstream in(classes);
+  std::string line, first;
+  while (std::getline(in, line)) {
+    const size_t p = line.find(" rate ");
+    if (p == std::string::npos) continue;
+    const std::string rate = line.substr(p + 6, line.find(' ', p + 6) - p - 6);
+    if (line.find(" root ") != std::string::npos) return rate;
+    if (first.empty()) first = rate;
+  }
+  return first.empty() ? "-" : first;
+}
+
+}  // namespace
+
 Status Describe(std::string* text) {
   std::vector<std::string> names;
   OPTCAST_RETURN_IF_ERROR(ListNamespaces(&names));
@@ -412,10 +431,7 @@ Status Describe(std::string* text) {
     if (rack) {
       addr = "(bridge br0)";
       std::string c;
-      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kUplink}, &c).ok()) {
-        size_t p = c.find(" rate ");
-        if (p != std::string::npos) rate = c.substr(p + 6, c.find(' ', p + 6) - p - 6) + " up";
-      }
+      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kUplink}, &c).ok()) rate = LinkRate(c) + " up";
     } else if (ns != kSwitchNamespace) {
       std::string a;
       if (RunChecked({Ip(), "-n", ns, "-4", "-o", "addr", "show", "dev", kHostIface}, &a).ok()) {
@@ -423,10 +439,7 @@ Status Describe(std::string* text) {
         if (p != std::string::npos) addr = a.substr(p + 5, a.find(' ', p + 5) - p - 5);
       }
       std::string c;
-      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kHostIface}, &c).ok()) {
-        size_t p = c.find(" rate ");
-        if (p != std::string::npos) rate = c.substr(p + 6, c.find(' ', p + 6) - p - 6);
-      }
+      if (RunChecked({Tc(), "-n", ns, "class", "show", "dev", kHostIface}, &c).ok()) rate = LinkRate(c);
     } else {
       addr = "(bridge br0)";  // the one switch, or the spine
     }
