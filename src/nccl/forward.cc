@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/env.h"
+#include "common/signal_dispositions.h"
 #include "nccl/logging.h"
 
 namespace optcast::nccl {
@@ -24,7 +25,16 @@ const ForwardLibrary& Library() {
     auto spec = GetEnv("OPTCAST_NET_PLUGIN");
     if (!spec) return l;
     l.name = NetPluginLibraryName(*spec);
-    l.handle = dlopen(l.name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    {
+      // The plugin's libraries' constructors may take the program's signals (common/signal_dispositions.h).
+      SignalDispositionGuard keep;
+      l.handle = dlopen(l.name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (const std::string changed = keep.Restore(); !changed.empty()) {
+        OPTCAST_NCCL_INFO(NCCL_INIT | NCCL_NET,
+                          "OPTCAST_NET_PLUGIN: loading {} replaced the handlers of {}; the program's are back", l.name,
+                          changed);
+      }
+    }
     if (l.handle == nullptr) {
       const char* err = dlerror();
       OPTCAST_NCCL_WARN("OPTCAST_NET_PLUGIN={}: cannot load {} ({}); using Optcast's TCP network for point-to-point",

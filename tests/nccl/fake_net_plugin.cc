@@ -2,6 +2,9 @@
 // A stand-in for another NCCL net plugin (say libnccl-net-ofi.so) that only speaks v11, so the
 // forwarding test can tell whose functions NCCL ends up calling.
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -46,6 +49,16 @@ ncclResult_t FakeTest(void*, int*, int*) { return ncclInternalError; }
 ncclResult_t FakeClose(void*) { return ncclSuccess; }
 ncclResult_t FakeFinalize(void* ctx) { return ctx == &g_marker ? ncclSuccess : ncclInvalidArgument; }
 ncclResult_t FakeSetNetAttr(void*, ncclNetAttr_v11_t*) { return ncclSuccess; }
+
+// As libinfinipath does when aws-ofi-nccl's libfabric loads it: the library's constructor takes
+// SIGTERM for itself. The forwarding plugin must leave the program's handler in place.
+void ExitOnSigterm(int) { _exit(99); }
+__attribute__((constructor)) void TakeSigterm() {
+  struct sigaction sa {};
+  sa.sa_handler = ExitOnSigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 }  // namespace
 

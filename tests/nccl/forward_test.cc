@@ -4,6 +4,7 @@
 // loads the plugin itself (this parent never does).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,32 @@ TEST(NetForwarding, CallsGoToTheOtherPluginAndCollNetStays) {
               CHILD_CHECK(v6->init(TestLogger) == ncclSuccess);
               CHILD_CHECK(v6->devices(&ndev) == ncclSuccess && ndev >= 1);
               CHILD_CHECK(Logged("has no ncclNetPlugin_v6"));
+              return 0;
+            }));
+}
+
+volatile sig_atomic_t g_sigterm = 0;
+void RecordSigterm(int) { g_sigterm = 1; }
+
+TEST(NetForwarding, LoadingTheOtherPluginLeavesTheProgramsSignalHandlers) {
+  EXPECT_EQ(0, InChild([] {
+              // The fake's constructor takes SIGTERM (fake_net_plugin.cc), as libinfinipath does.
+              struct sigaction mine {};
+              mine.sa_handler = RecordSigterm;
+              sigemptyset(&mine.sa_mask);
+              CHILD_CHECK(sigaction(SIGTERM, &mine, nullptr) == 0);
+              setenv("OPTCAST_NET_PLUGIN", OPTCAST_FAKE_NET_PLUGIN_PATH, 1);
+              auto* net = Table<ncclNet_v11_t>("ncclNetPlugin_v11");
+              void* ctx = nullptr;
+              CHILD_CHECK(InitV11(net, &ctx) == ncclSuccess);
+              CHILD_CHECK(dlopen(OPTCAST_FAKE_NET_PLUGIN_PATH, RTLD_NOW | RTLD_NOLOAD) != nullptr);
+              struct sigaction now {};
+              CHILD_CHECK(sigaction(SIGTERM, nullptr, &now) == 0);
+              CHILD_CHECK(now.sa_handler == RecordSigterm);
+              CHILD_CHECK(raise(SIGTERM) == 0);  // the fake's handler would exit with 99
+              CHILD_CHECK(g_sigterm == 1);
+              CHILD_CHECK(Logged("replaced the handlers of SIGTERM"));
+              CHILD_CHECK(net->finalize(ctx) == ncclSuccess);
               return 0;
             }));
 }

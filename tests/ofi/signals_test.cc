@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>

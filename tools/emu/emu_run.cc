@@ -323,7 +323,9 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
     std::string sizes_of_a;
     for (uint64_t bytes : sizes) {
       auto it = rows.find({a, bytes});
-      if (it == rows.end() || it->second.cpu_machine < kSaturatedMachine) continue;
+      // As the table rounds it: a row that reads 90 is in the note.
+      if (it == rows.end() || std::lround(100 * it->second.cpu_machine) < std::lround(100 * kSaturatedMachine))
+        continue;
       sizes_of_a += (sizes_of_a.empty() ? " " : ", ") + SizeLabel(bytes);
     }
     if (!sizes_of_a.empty()) saturated += (saturated.empty() ? "" : "; ") + a + sizes_of_a;

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "common/env.h"
+#include "common/signal_dispositions.h"
 #include "transport/ofi/libfabric.h"
 #include "transport/ofi/provider.h"
 
@@ -162,7 +163,11 @@ Status Fabric::Open(const std::string& provider, const std::string& source_host,
     f->hmem_ = true;
     Libfabric().freeinfo(hmem_info);
   }
-  rc = Libfabric().fabric(f->info_->fabric_attr, &f->fabric_, nullptr);
+  {
+    // Opening the fabric may initialise a provider's library too (common/signal_dispositions.h).
+    SignalDispositionGuard keep;
+    rc = Libfabric().fabric(f->info_->fabric_attr, &f->fabric_, nullptr);
+  }
   if (rc != 0) return UnavailableError("fi_fabric(" + f->provider_ + ") failed: " + Libfabric().strerror(-rc));
   rc = fi_domain(f->fabric_, f->info_, &f->domain_, nullptr);
   if (rc != 0) return UnavailableError("fi_domain(" + f->provider_ + ") failed: " + Libfabric().strerror(-rc));

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/log.h"
-#include "transport/ofi/signal_dispositions.h"
+#include "common/signal_dispositions.h"
 
 namespace optcast::transport::ofi {
 

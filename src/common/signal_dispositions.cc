@@ -1,7 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
-#include "transport/ofi/signal_dispositions.h"
+#include "common/signal_dispositions.h"
 
-namespace optcast::transport::ofi {
+namespace optcast {
 
 namespace {
 
@@ -60,4 +60,4 @@ std::string SignalDispositionGuard::Restore() {
   return changed;
 }
 
-}  // namespace optcast::transport::ofi
+}  // namespace optcast
