@@ -9,7 +9,7 @@
 namespace optcast {
 
 // Keeps the process's signal handlers as they were across a call that may run other libraries'
-// constructors: loading libfabric.so.1 and its first fi_getinfo (the ofi transport), and loading
+// constructors: loading libfabric.so.1, fi_getinfo and fi_fabric (the ofi transport), and loading
 // the network plugin the NCCL plugin forwards point-to-point to (aws-ofi-nccl links libfabric).
 // Why: Debian's libfabric.so.1 links libinfinipath (PSM), whose constructor replaces the handlers
 // of SIGINT, SIGTERM, SIGABRT, SIGILL, SIGSEGV and SIGBUS with one that prints a backtrace and

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <regex>
+#include <set>
 #include <string>
 
 namespace {
