@@ -7,7 +7,7 @@
 #include "server/conn_state.h"
 #include "server/connection_loop.h"
 #include "server/job_table.h"
-#include "server/server.h"
+#include "server/options.h"
 #include "server/server_metrics.h"
 #include "server/tree_relay.h"
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "observe/trace.h"
-#include "server/failover.h"
 #include "server/tree_math.h"
+#include "server/tree_upstream.h"
 
 namespace optcast::server {
 namespace {
@@ -51,7 +51,7 @@ Status Collectives::OnChunkMeta(ConnState* cs, const wire::Chunk& chunk, uint64_
                     "there (this server is at epoch {})",
                     cs->rank, d.coll_seq, d.epoch, job->failover.epoch));
   }
-  if (FailoverCoordinator::IsStale(*job, d)) {
+  if (job->failover.IsStale(d)) {
     // Sent before its rank learned of a failover that striped the collective again: dropped.
     std::shared_ptr<uint8_t> sink(new uint8_t[payload_len > 0 ? payload_len : 1], std::default_delete<uint8_t[]>());
     cs->rx_dst = sink;
@@ -254,7 +254,7 @@ void Collectives::CompleteSlot(const std::shared_ptr<Job>& job, CollIt cit, Slot
 void Collectives::OnReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit) {
   // Below the root of a tree the partial goes up; the parent's result comes back later.
   if (job->tree && !job->tree->root()) {
-    job->tree->SendPartialUp(loop_, metrics_, cit->second.desc, sit->second, opts_.LatencyDscp(cit->second.desc));
+    SendPartialUp(*job->tree, loop_, metrics_, cit->second.desc, sit->second, opts_.LatencyDscp(cit->second.desc));
     return;
   }
   SendReduced(job, cit, sit);
@@ -391,7 +391,7 @@ void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const w
   wire::CollDesc d;
   d.coll_seq = done.coll_seq;
   d.epoch = epoch;
-  if (FailoverCoordinator::IsStale(*job, d)) return;
+  if (job->failover.IsStale(d)) return;
   OutMessage m = transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0);
   m.dscp = dscp;
   SendTo(*job, rank, std::move(m));

@@ -12,8 +12,8 @@
 #include "server/connection_loop.h"
 #include "server/job.h"
 #include "server/job_table.h"
+#include "server/options.h"
 #include "server/reduction_dispatcher.h"
-#include "server/server.h"
 #include "server/server_metrics.h"
 
 namespace optcast::server {

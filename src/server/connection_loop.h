@@ -10,7 +10,7 @@
 
 #include "optcast/status.h"
 #include "server/conn_state.h"
-#include "server/server.h"
+#include "server/options.h"
 #include "server/server_metrics.h"
 #include "transport/kind.h"
 #include "transport/listener.h"

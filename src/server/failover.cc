@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "observe/trace.h"
+#include "server/tree_upstream.h"
 
 namespace optcast::server {
 namespace {
@@ -185,21 +186,16 @@ Status FailoverCoordinator::OnEpoch(ConnState* cs, const wire::EpochChange& e) {
     a.Add("job", job->hex).Add("epoch", e.epoch).Add("dead", ListServers(e.dead_mask)).Add("boundary", e.boundary);
     observe::TraceInstant("failover", "server", a);
   }
-  collectives_.DropCollectives(job, [&](const wire::CollDesc& d) { return IsStale(*job, d); });
+  collectives_.DropCollectives(job, [&](const wire::CollDesc& d) { return job->failover.IsStale(d); });
   // In a tree the servers above drop those collectives too; nothing of the old stripes follows
   // the Epoch on the link up either.
   if (job->tree && !job->tree->root()) {
-    job->tree->SendUp(loop_, metrics_, transport::MakeOutMessage(wire::EncodeEpoch(e), nullptr, 0));
+    SendUp(*job->tree, loop_, metrics_, transport::MakeOutMessage(wire::EncodeEpoch(e), nullptr, 0));
   }
   // Every rank learns that nothing of the replaced stripes follows on this connection: an
   // all-gather's chunks need no other rank's, so some may have gone out before (protocol.md).
   Announce(job, wire::EncodeEpoch(e), /*ranks_only=*/true);
   return Status::Ok();
-}
-
-bool FailoverCoordinator::IsStale(const Job& job, const wire::CollDesc& d) {
-  const JobFailover& fo = job.failover;
-  return d.epoch < fo.epoch && !wire::IsRecoverySeq(d.coll_seq) && d.coll_seq >= fo.boundaries[d.epoch + 1];
 }
 
 void FailoverCoordinator::SendHeartbeats(Clock::time_point now) {

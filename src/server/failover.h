@@ -39,8 +39,6 @@ class FailoverCoordinator {
   Status OnFromParent(ConnState* cs, const wire::Message& msg);
   // A rank left the job (closed, or died) while no collective of it was open here.
   void OnRankLeft(const std::shared_ptr<Job>& job);
-  // A chunk striped before a failover that striped its collective again: dropped, not an error.
-  static bool IsStale(const Job& job, const wire::CollDesc& d);
   void SendHeartbeats(Clock::time_point now);
 
  private:

@@ -59,6 +59,24 @@ uint32_t Job::FirstDeparted() const {
   return first;
 }
 
+void Job::SeatOpenSlots() {
+  const std::vector<uint32_t>& seated = tree->members.seated();
+  for (auto& [seq, coll] : colls) {
+    const bool gather = coll.desc.coll == CollType::kAllGather;
+    for (auto& [key, slot] : coll.slots) {
+      std::vector<std::shared_ptr<uint8_t>> contribs(gather ? 1 : seated.size());
+      std::vector<uint8_t> have(seated.size(), 0);
+      if (gather) contribs[0] = std::move(slot.contribs[0]);
+      for (size_t seat = 0; seat < seated.size(); ++seat) {
+        if (!gather) contribs[seat] = std::move(slot.contribs[seated[seat]]);
+        have[seat] = slot.have[seated[seat]];
+      }
+      slot.contribs = std::move(contribs);
+      slot.have = std::move(have);
+    }
+  }
+}
+
 observe::TraceArgs ChunkTraceArgs(const wire::CollDesc& d, const wire::ChunkRef& ref, uint64_t bytes) {
   observe::TraceArgs a;
   a.Add("coll", CollTypeName(d.coll)).Add("seq", d.coll_seq).Add("segment", ref.segment).Add("offset", ref.offset);

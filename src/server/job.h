@@ -115,6 +115,10 @@ struct JobFailover {
     }
     reports[rank] = r;
   }
+  // A chunk striped before a failover that striped its collective again: dropped, not an error.
+  bool IsStale(const wire::CollDesc& d) const {
+    return d.epoch < epoch && !wire::IsRecoverySeq(d.coll_seq) && d.coll_seq >= boundaries[d.epoch + 1];
+  }
 };
 
 // A job: a 128-bit id and its ranks' connections.
@@ -157,7 +161,7 @@ struct Job {
     }
   }
   // Every member contributed to `slot` (in a tree, only once the member set is sealed).
-  bool SlotFull(const Slot& slot) const { return tree ? tree->SlotFull(slot) : slot.arrived == slot.expected; }
+  bool SlotFull(const Slot& slot) const { return tree ? tree->SlotFull(slot.arrived) : slot.arrived == slot.expected; }
 
   // The connection of member `index`, or nullptr if it is not (or no longer) connected here.
   ConnState* ConnOf(uint32_t index) const;
@@ -169,6 +173,9 @@ struct Job {
   void Answered(uint32_t index);
   // The lowest rank that left the job, for error messages (only valid while departed_count > 0).
   uint32_t FirstDeparted() const;
+  // The job became a tree job: slots opened while it was flat hold contributions by rank; a
+  // tree holds them by seat.
+  void SeatOpenSlots();
 };
 
 // FNV-1a over a job id, for the maps keyed by it.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "server/tree_job.h"
+#include "server/tree_upstream.h"
 
 namespace optcast::server {
 namespace {
@@ -63,7 +63,7 @@ void JobTable::Fail(std::shared_ptr<Job> job, const JobFailure& why) {
   metrics_.JobFailed(why.code);
   Log().warn("job {} failed: {}", job->hex, why.text);
   const uint64_t seq = job->colls.empty() ? 0 : job->colls.begin()->first;
-  if (job->tree) job->tree->CloseUpstream(loop_, wire::EncodeError(wire::ErrorMsg{why.code, seq, why.text}));
+  if (job->tree) CloseUpstream(*job->tree, loop_, wire::EncodeError(wire::ErrorMsg{why.code, seq, why.text}));
   for (auto& [index, p] : job->participants) {
     ConnState* cs = p.conn;
     if (cs == nullptr) continue;
@@ -86,7 +86,7 @@ Status JobTable::Abort(std::shared_ptr<Job> job, const JobFailure& why) {
 void JobTable::RetireIfIdle(const std::shared_ptr<Job>& job) {
   if (job->connected != 0 || !job->colls.empty()) return;
   Log().info("job {} finished", job->hex);
-  if (job->tree) job->tree->CloseUpstream(loop_, wire::EncodeBye());
+  if (job->tree) CloseUpstream(*job->tree, loop_, wire::EncodeBye());
   jobs_.erase(job->id);
   metrics_.SetJobs(jobs_.size());
 }

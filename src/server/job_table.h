@@ -12,7 +12,7 @@
 #include "server/connection_loop.h"
 #include "server/job.h"
 #include "server/memory_budget.h"
-#include "server/server.h"
+#include "server/options.h"
 #include "server/server_metrics.h"
 
 namespace optcast::server {

@@ -5,77 +5,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <string>
 
 #include "optcast/status.h"
-#include "transport/endpoint.h"
-#include "transport/kind.h"
-#include "wire/protocol.h"
+#include "server/options.h"
 
 namespace optcast::observe {
 class Registry;
 }
 
 namespace optcast::server {
-
-struct ServerOptions {
-  transport::Endpoint listen{"0.0.0.0", 8918};
-  // What carries the protocol: the built-in TCP streams or libfabric (docs/transports.md).
-  transport::Kind transport = transport::Kind::kTcp;
-  // The libfabric provider when `transport` is ofi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else
-  // automatic).
-  std::string ofi_provider;
-  // The TCP congestion control of the tcp transport's connections (transport/posix/congestion.h):
-  // "" CUBIC where the host offers it, "system" the host's default, or a name.
-  std::string tcp_congestion;
-  // Results of latency-bound collectives (at most latency_bytes: count times the element size)
-  // go out marked with DSCP latency_dscp (0: nothing marked), as ranks mark their chunks
-  // (CommunicatorOptions, transport/posix/traffic_class.h).
-  uint64_t latency_bytes = 64 * 1024;
-  int latency_dscp = 46;
-  uint8_t LatencyDscp(const wire::CollDesc& d) const {
-    // Divided, not multiplied: a count from the wire may be anything.
-    return d.count <= latency_bytes / DataTypeSize(d.dtype) ? static_cast<uint8_t>(latency_dscp) : uint8_t{0};
-  }
-  // A job whose collective makes no progress for this long fails with an error to every rank.
-  std::chrono::milliseconds job_timeout{30000};
-  // A connection that has not said hello within this long is dropped.
-  std::chrono::milliseconds hello_timeout{10000};
-  // Largest chunk payload accepted in one message.
-  uint64_t max_payload = 64u << 20;
-  // Bytes of chunk buffers and chunk state the server holds at most (0: half the physical memory).
-  uint64_t memory_limit = 0;
-  // The same for one job (0: the server's limit).
-  uint64_t job_memory_limit = 0;
-  // Connections served at once (0: from the process's open-file limit).
-  uint32_t max_connections = 0;
-  // Chunks one rank may have sent without an answer yet; clients keep a window far below this.
-  uint32_t max_open_chunks_per_rank = 1024;
-  // Members of one job this server combines: a flat job's ranks, or a tree job's ranks and
-  // downstream servers here. Per-job and per-chunk state grow with it.
-  uint32_t max_fan_in = 8192;
-  // This server is the root of an aggregation tree (its --topology entry has children): a job
-  // wider than max_fan_in is a tree job from its first hello, even one from a rank of its own.
-  bool tree_root = false;
-  // The deployment secret (auth/secret.h). When set, every hello must prove it (auth/proof.h).
-  std::string secret;
-  // Without a secret the server refuses to listen beyond loopback unless this is set.
-  bool insecure = false;
-  // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
-  // 0: the event loop reduces every chunk itself.
-  int reduce_threads = -1;
-  // The share of a core that reductions must have needed lately before chunks go to those threads
-  // (server/reduce_load.h): below it the loop reduces, which costs less than waking a thread.
-  // 0: every chunk that qualifies goes to the threads.
-  double reduce_offload_share = 0.2;
-  // The rate of this server's port, bit/s each way, announced in every welcome (0: unknown).
-  // Ranks stripe small collectives over more servers when ports are slow (client/plan.h).
-  uint64_t link_rate_bits = 0;
-  // Aggregation tree (docs/tree.md): the parent server. Each job's ranks here are combined into one
-  // partial that joins the parent's job as one member; the parent's result is relayed back down.
-  std::optional<transport::Endpoint> upstream;
-};
 
 struct ServerStats {
   uint64_t jobs_active = 0;

@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "server/failover.h"
+#include "server/tree_upstream.h"
 
 namespace optcast::server {
 
@@ -43,7 +44,7 @@ Status FailoverCoordinator::RelayUp(const std::shared_ptr<Job>& job, uint32_t ra
     fo.Record(rank, r);
     if (FailIfARankLeft(job)) return Status(Code::kCancelled, "job failed");
   }
-  job->tree->SendUp(loop_, metrics_, transport::MakeOutMessage(wire::EncodeFailoverRelay(rank, r), nullptr, 0));
+  SendUp(*job->tree, loop_, metrics_, transport::MakeOutMessage(wire::EncodeFailoverRelay(rank, r), nullptr, 0));
   return Status::Ok();
 }
 

@@ -8,20 +8,15 @@
 
 #include "server/tree_membership.h"
 #include "server/upstream_link.h"
-#include "transport/message.h"
-#include "wire/protocol.h"
 
 namespace optcast::server {
 
-class ConnectionLoop;
-class ServerMetrics;
 struct ConnState;
-struct Job;
-struct Slot;
 
 // A job's place in an aggregation tree (docs/tree.md): its members here, and at a server below
 // the root, its link to the parent server. The arithmetic is in tree_math.h, membership and
-// sealing in tree_membership.h, the parent handshake in upstream_link.h.
+// sealing in tree_membership.h, the parent handshake in upstream_link.h, what goes up the link in
+// tree_upstream.h. It knows no Job, so that a Job can hold one.
 class TreeJob {
  public:
   explicit TreeJob(uint32_t nranks) : members(nranks) {}
@@ -31,25 +26,12 @@ class TreeJob {
   ConnState* up = nullptr;             // the connection to the parent; null once closed
 
   bool root() const { return link == nullptr; }
-  // A slot is ready once the job is sealed (until then more members may join) and every member
-  // contributed.
-  bool SlotFull(const Slot& slot) const;
+  // A slot that `arrived` members contributed to is ready once the job is sealed (until then
+  // more members may join) and every member contributed.
+  bool SlotFull(uint32_t arrived) const { return members.sealed() && arrived == members.members(); }
   // What a job that timed out was waiting for: the members here that sent nothing, the ranks
   // that have not joined the tree yet, or the parent.
   std::string WaitingFor(const std::vector<uint32_t>& missing) const;
-  // Slots opened while the job was flat hold contributions by rank; a tree holds them by seat.
-  void SeatOpenSlots(Job* job) const;
-
-  // Sends to the parent, or holds the message until the parent's welcome.
-  void SendUp(ConnectionLoop& loop, ServerMetrics& metrics, transport::OutMessage msg);
-  // Sends a slot's combined partial (Slot::result) to the parent; in a failover's re-run, the
-  // result copy a member sent instead (flagged as one).
-  // `dscp`: the traffic class its packets carry (ServerOptions::LatencyDscp).
-  void SendPartialUp(ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d, const Slot& slot,
-                     uint8_t dscp);
-  // Ends this server's membership upstream with `farewell` (a Bye, or the Error that failed the
-  // job); before the welcome it is held and the connection closes once it is out.
-  void CloseUpstream(ConnectionLoop& loop, const std::vector<uint8_t>& farewell);
 };
 
 }  // namespace optcast::server

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/tree_upstream.h"
+
 namespace optcast::server {
 
 using transport::OutMessage;
@@ -63,7 +65,7 @@ MaybeFailure TreeRelay::Join(const std::shared_ptr<Job>& job, uint32_t index, bo
     for (uint32_t r : ranks) {
       if (auto failure = AsFailure(job->tree->members.Add(r, false))) return failure;
     }
-    job->tree->SeatOpenSlots(job.get());
+    job->SeatOpenSlots();
   }
   if (auto failure = AsFailure(job->tree->members.Add(index, server))) return failure;
   return MembershipChanged(job);
@@ -86,8 +88,8 @@ MaybeFailure TreeRelay::MembershipChanged(const std::shared_ptr<Job>& job) {
   TreeJob& t = *job->tree;
   if (t.link) {
     if (t.members.weight() == 0) return std::nullopt;
-    t.SendUp(
-        loop_, metrics_,
+    SendUp(
+        t, loop_, metrics_,
         transport::MakeOutMessage(wire::EncodeGrow(wire::Grow{t.members.weight(), t.members.min_rank()}), nullptr, 0));
     return std::nullopt;
   }
@@ -178,9 +180,9 @@ Status TreeRelay::OnHandshake(ConnState* cs, const std::shared_ptr<Job>& job, co
   OPTCAST_RETURN_IF_ERROR(t.link->OnHandshake(msg, &reply));
   for (auto& m : reply) cs->conn->Send(std::move(m));
   if (t.link->welcomed()) {
-    for (auto& m : t.link->TakeHeld()) t.SendUp(loop_, metrics_, std::move(m));
+    for (auto& m : t.link->TakeHeld()) SendUp(t, loop_, metrics_, std::move(m));
     if (t.link->close_after_welcome()) {
-      t.CloseUpstream(loop_, {});  // the farewell just went out with the held messages
+      CloseUpstream(t, loop_, {});  // the farewell just went out with the held messages
       return Status::Ok();
     }
   }

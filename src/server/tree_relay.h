@@ -12,7 +12,7 @@
 #include "server/connection_loop.h"
 #include "server/job.h"
 #include "server/job_table.h"
-#include "server/server.h"
+#include "server/options.h"
 #include "server/server_metrics.h"
 #include "server/upstream_link.h"
 #include "transport/dialer.h"
