@@ -18,6 +18,7 @@
 #include "client/plan.h"
 #include "client/send_window.h"
 #include "client/stall_query.h"
+#include "client/transport_options.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "observe/trace.h"
@@ -144,7 +145,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   Status Connect() {
     const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
-    OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_, "", opts_.tcp_congestion));
+    OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(TransportOptionsFor(opts_, transport_), &dialer_));
     for (const std::string& addr : opts_.servers) {
       JoinedServer joined;
       OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));
@@ -622,10 +623,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
 
   static void ReturnCredit(ServerLink* link, uint64_t bytes) { link->window.OnReturned(bytes); }
 
-  // The DSCP of a collective of `bytes` per rank: latency-bound ones get the latency class
-  // (transport/posix/traffic_class.h), the rest the default.
-  uint8_t LatencyDscp(uint64_t bytes) const {
-    return bytes <= opts_.latency_bytes ? static_cast<uint8_t>(opts_.latency_dscp) : uint8_t{0};
+  // The traffic class of a collective of `bytes` per rank: latency-bound ones get the latency
+  // class (transport/traffic_class.h), the rest bulk.
+  transport::TrafficClass TrafficClassOf(uint64_t bytes) const {
+    return bytes <= opts_.latency_bytes ? transport::TrafficClass::kLatency : transport::TrafficClass::kBulk;
   }
 
   // Sends chunks up to the window on every link, one chunk per link per round, so that every
@@ -654,7 +655,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
         transport::OutMessage msg;
         wire::EncodeChunkTo(chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src, bytes));
         msg.tag = ps.req->seq;
-        msg.dscp = LatencyDscp(ps.desc.count * ps.req->esize);
+        msg.traffic_class = TrafficClassOf(ps.desc.count * ps.req->esize);
         if (s.trace_track != 0) TraceSend(&s, &msg);
         s.window.OnSent(bytes);
         if (ps.next == ps.chunks.size()) s.queue.pop_front();

@@ -44,9 +44,9 @@ class TreeJob {
   void SendUp(ConnectionLoop& loop, ServerMetrics& metrics, transport::OutMessage msg);
   // Sends a slot's combined partial (Slot::result) to the parent; in a failover's re-run, the
   // result copy a member sent instead (flagged as one).
-  // `dscp`: the traffic class its packets carry (ServerOptions::LatencyDscp).
+  // `traffic_class`: its collective's (ServerOptions::TrafficClassOf).
   void SendPartialUp(ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d, const Slot& slot,
-                     uint8_t dscp);
+                     transport::TrafficClass traffic_class);
   // Ends this server's membership upstream with `farewell` (a Bye, or the Error that failed the
   // job); before the welcome it is held and the connection closes once it is out.
   void CloseUpstream(ConnectionLoop& loop, const std::vector<uint8_t>& farewell);
