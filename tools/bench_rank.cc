@@ -21,7 +21,7 @@
 #include "tools/bench_progress.h"
 #include "tools/nccl_driver/proxy_collnet.h"
 #include "tools/process/cpu_time.h"
-#include "transport/ofi/provider.h"
+#include "transport/fabric_info.h"
 
 namespace optcast::tools {
 
@@ -116,7 +116,7 @@ void SetPluginEnvironment(const BenchOptions& o, const std::vector<std::string>&
 void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers, const std::string& how) {
   std::string transport = o.transport.empty() ? GetEnv("OPTCAST_TRANSPORT").value_or("tcp") : o.transport;
   if (transport == "ofi") {
-    const std::string provider = transport::ofi::RequestedProvider();
+    const std::string provider = transport::RequestedFabricProvider();
     transport += " (provider " + (provider.empty() ? std::string("automatic") : provider) + ")";
   }
   const bool servers = algo == "server" || algo == "plugin";

@@ -27,7 +27,7 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
           close(fds[0]);
           server::ServerOptions opts;
           opts.listen = {host, 0};
-          opts.transport = transport;
+          opts.transport.kind = transport;
           server::Server srv(opts);
           Status st = srv.Start();
           uint32_t port = st.ok() ? srv.port() : 0;

@@ -40,7 +40,7 @@ void ServerCommunicator::FillWindows() {
       transport::OutMessage msg;
       wire::EncodeChunkTo(chunk, transport::StartOutMessage(&msg, wire::kChunkMetaBytes, src, bytes));
       msg.tag = ps.req->seq;
-      msg.dscp = LatencyDscp(ps.desc.count * ps.req->esize);
+      msg.traffic_class = TrafficClassOf(ps.desc.count * ps.req->esize);
       if (s.trace_track != 0) TraceSend(&s, &msg);
       s.window.OnSent(bytes);
       if (ps.next == ps.chunks.size()) s.queue.pop_front();

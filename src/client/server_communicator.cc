@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "client/handshake.h"
+#include "client/transport_options.h"
 #include "common/log.h"
 
 namespace optcast::client {
@@ -39,7 +40,7 @@ ServerCommunicator::~ServerCommunicator() {
 
 Status ServerCommunicator::Connect() {
   const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
-  OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(transport_, &dialer_, "", opts_.tcp_congestion));
+  OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(TransportOptionsFor(opts_, transport_), &dialer_));
   for (const std::string& addr : opts_.servers) {
     JoinedServer joined;
     OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));

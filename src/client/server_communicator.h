@@ -34,6 +34,7 @@
 #include "transport/dialer.h"
 #include "transport/kind.h"
 #include "transport/message.h"
+#include "transport/traffic_class.h"
 
 namespace optcast {
 
@@ -106,9 +107,10 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   void TellServersWhy();
   // Fails these requests; nothing may read or write their buffers afterwards.
   void Abandon(const std::vector<Request*>& reqs, const Status& why);
-  // The traffic class of a collective of `bytes` per rank.
-  uint8_t LatencyDscp(uint64_t bytes) const {
-    return bytes <= opts_.latency_bytes ? static_cast<uint8_t>(opts_.latency_dscp) : uint8_t{0};
+  // The traffic class of a collective of `bytes` per rank: latency-bound ones go in the latency
+  // class (transport/traffic_class.h), the rest in the bulk class.
+  transport::TrafficClass TrafficClassOf(uint64_t bytes) const {
+    return bytes <= opts_.latency_bytes ? transport::TrafficClass::kLatency : transport::TrafficClass::kBulk;
   }
 
   // ---- Failover::Host ----

@@ -22,7 +22,7 @@
 #include "observe/metrics_http.h"
 #include "observe/trace.h"
 #include "server/server.h"
-#include "transport/ofi/provider.h"
+#include "transport/fabric_info.h"
 #include "transport/posix/congestion.h"
 #include "transport/posix/interface_rate.h"
 #include "transport/posix/traffic_class.h"
@@ -107,7 +107,7 @@ const CLI::Validator kLogLevel(
 const CLI::Validator kOfiProvider(
     [](std::string& v) {
       std::vector<std::string> parts;
-      for (const std::string& name : transport::ofi::AvailableProviders()) {
+      for (const std::string& name : transport::AvailableFabricProviders()) {
         size_t start = 0;
         for (size_t semi; (semi = name.find(';', start)) != std::string::npos; start = semi + 1) {
           parts.push_back(name.substr(start, semi - start));
@@ -234,21 +234,22 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   opts->max_connections = f.max_connections;
   opts->max_open_chunks_per_rank = f.max_open_chunks;
   opts->max_fan_in = f.max_fan_in;
+  transport::TransportOptions& t = opts->transport;
   if (f.transport.empty()) {
-    OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &opts->transport));
+    OPTCAST_RETURN_IF_ERROR(transport::KindFromEnvironment(transport::Kind::kTcp, &t.kind));
   } else {
-    OPTCAST_RETURN_IF_ERROR(transport::ParseKind(f.transport, "--transport", &opts->transport));
+    OPTCAST_RETURN_IF_ERROR(transport::ParseKind(f.transport, "--transport", &t.kind));
   }
-  if (!f.ofi_provider.empty() && opts->transport != transport::Kind::kOfi) {
+  if (!f.ofi_provider.empty() && t.kind != transport::Kind::kOfi) {
     return InvalidArgument("--ofi-provider (ofi-provider: in a config file) '" + f.ofi_provider +
                            "' applies to the ofi transport only; add --transport ofi (transport: ofi), or remove it");
   }
-  opts->ofi_provider = f.ofi_provider;
+  t.ofi.provider = f.ofi_provider;
   opts->latency_bytes = *ParseByteSize(f.latency_bytes);  // checked by kByteSize
-  OPTCAST_RETURN_IF_ERROR(transport::posix::ParseDscp(f.latency_dscp, "--latency-dscp", &opts->latency_dscp));
-  opts->tcp_congestion = f.tcp_congestion;
+  OPTCAST_RETURN_IF_ERROR(transport::posix::ParseDscp(f.latency_dscp, "--latency-dscp", &t.tcp.latency_dscp));
+  t.tcp.congestion = f.tcp_congestion;
   if (f.tcp_congestion.empty()) {
-    OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&opts->tcp_congestion));
+    OPTCAST_RETURN_IF_ERROR(transport::posix::CongestionControlFromEnvironment(&t.tcp.congestion));
   }
   return TreeOptions(f, opts);
 }

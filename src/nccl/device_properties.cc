@@ -11,7 +11,7 @@
 
 namespace optcast::nccl {
 
-DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric,
+DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::FabricDeviceInfo>& fabric,
                                 bool data_path_takes_device_memory) {
   DeviceProperties p;
   p.name = itf.name;
@@ -28,13 +28,13 @@ DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<tra
 
 namespace {
 
-std::optional<transport::ofi::DeviceInfo> FabricDevice(const NetInterface& itf) {
+std::optional<transport::FabricDeviceInfo> FabricDevice(const NetInterface& itf) {
   transport::Kind kind = transport::Kind::kTcp;
   if (!transport::KindFromEnvironment(transport::Kind::kTcp, &kind).ok() || kind != transport::Kind::kOfi) {
     return std::nullopt;
   }
-  transport::ofi::DeviceInfo device;
-  const Status st = transport::ofi::ProbeDevice(transport::ofi::RequestedProvider(), itf.address, &device);
+  transport::FabricDeviceInfo device;
+  const Status st = transport::ProbeFabricDevice(transport::RequestedFabricProvider(), itf.address, &device);
   if (!st.ok()) {
     OPTCAST_NCCL_WARN("device {}: reporting the interface's properties, since the fabric did not open: {}", itf.name,
                       st.message());

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "nccl/interfaces.h"
-#include "transport/ofi/provider.h"
+#include "transport/fabric_info.h"
 
 namespace optcast::nccl {
 
@@ -23,7 +23,7 @@ struct DeviceProperties {
 // knows them (device name, PCI address, link speed), the interface's where it does not (the tcp
 // provider on loopback has no PCI device). NCCL_PTR_CUDA only when the provider moves device
 // memory (FI_HMEM) and `data_path_takes_device_memory`.
-DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::ofi::DeviceInfo>& fabric,
+DeviceProperties DescribeDevice(const NetInterface& itf, const std::optional<transport::FabricDeviceInfo>& fabric,
                                 bool data_path_takes_device_memory);
 
 // Whether the plugin's data path can send from and receive into GPU memory. Not yet: the client

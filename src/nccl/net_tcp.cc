@@ -23,8 +23,8 @@
 #include "common/little_endian.h"
 #include "nccl/interfaces.h"
 #include "nccl/logging.h"
+#include "transport/factory.h"
 #include "transport/posix/socket.h"
-#include "transport/tcp/connection.h"
 
 namespace optcast::nccl::net {
 
@@ -151,12 +151,13 @@ ncclResult_t ResultFor(const Status& st) { return st.code() == Code::kUnavailabl
 // thread); the mutex keeps test() from another thread safe too.
 class CommBase : public transport::MessageHandler {
  public:
-  CommBase(Socket sock, std::string peer) : conn_(std::move(sock), kMaxPayload, std::move(peer)) {}
+  CommBase(Socket sock, std::string peer)
+      : conn_(transport::WrapStreamSocket(std::move(sock), kMaxPayload, std::move(peer))) {}
   ~CommBase() override {
     // Drain what the peer sent so that close() ends with FIN, not RST: a reset could discard
     // data the peer has not read yet.
     uint8_t scratch[4096];
-    while (::recv(conn_.fd(), scratch, sizeof(scratch), MSG_DONTWAIT) > 0) {
+    while (::recv(conn_->fd(), scratch, sizeof(scratch), MSG_DONTWAIT) > 0) {
     }
   }
 
@@ -165,12 +166,12 @@ class CommBase : public transport::MessageHandler {
   // Writes what is queued and reads what has arrived; a failure breaks the comm for good.
   void Progress() {
     if (!broken_.ok()) return;
-    Status st = conn_.Flush();
-    if (st.ok()) st = conn_.ReadAvailable(*this);
-    if (st.ok() && conn_.HasPendingWrites()) st = conn_.Flush();
+    Status st = conn_->Flush();
+    if (st.ok()) st = conn_->ReadAvailable(*this);
+    if (st.ok() && conn_->HasPendingWrites()) st = conn_->Flush();
     if (!st.ok()) {
       broken_ = st;
-      OPTCAST_NCCL_WARN("connection with {} failed: {}", conn_.peer(), st.message());
+      OPTCAST_NCCL_WARN("connection with {} failed: {}", conn_->peer(), st.message());
     }
   }
 
@@ -191,7 +192,7 @@ class CommBase : public transport::MessageHandler {
   }
 
  protected:
-  transport::tcp::StreamConnection conn_;
+  std::unique_ptr<transport::Connection> conn_;
   Status broken_;
 
  private:
@@ -220,7 +221,7 @@ class SendComm final : public CommBase {
     if (index < 0) return ncclSuccess;
     if (size > cts.sizes[index]) {
       OPTCAST_NCCL_WARN("isend of {} bytes with tag {} to {}, but the receiver posted only {} bytes", size, tag,
-                        conn_.peer(), cts.sizes[index]);
+                        conn_->peer(), cts.sizes[index]);
       return ncclInvalidUsage;
     }
     cts.matched[index] = true;
@@ -234,7 +235,7 @@ class SendComm final : public CommBase {
     PutU64(meta + 16, size);
     transport::OutMessage msg = transport::MakeOutMessage(meta, data, size);
     msg.on_done = [r] { r->done = true; };
-    conn_.Send(std::move(msg));
+    conn_->Send(std::move(msg));
     Progress();
     *request = r;
     return ncclSuccess;
@@ -242,13 +243,13 @@ class SendComm final : public CommBase {
 
   Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t**) override {
     if (meta.size() < kCtsHeader || meta[0] != kClearToSend || payload_len != 0) {
-      return ProtocolError("unexpected message from the receiver " + conn_.peer());
+      return ProtocolError("unexpected message from the receiver " + conn_->peer());
     }
     ClearToSend cts;
     cts.n = meta[1];
     cts.seq = GetU64(meta.data() + 8);
     if (cts.n < 1 || cts.n > kMaxRecvs || meta.size() != kCtsHeader + kCtsEntry * cts.n) {
-      return ProtocolError("malformed clear-to-send from " + conn_.peer());
+      return ProtocolError("malformed clear-to-send from " + conn_->peer());
     }
     for (int i = 0; i < cts.n; ++i) {
       const uint8_t* e = meta.data() + kCtsHeader + kCtsEntry * i;
@@ -300,7 +301,7 @@ class RecvComm final : public CommBase {
       PutU64(meta.data() + kCtsHeader + kCtsEntry * i + 8, sizes[i]);
     }
     posted_.emplace(r->seq, r);
-    conn_.Send(transport::MakeOutMessage(meta, nullptr, 0));
+    conn_->Send(transport::MakeOutMessage(meta, nullptr, 0));
     Progress();
     *request = r;
     return ncclSuccess;
@@ -309,7 +310,7 @@ class RecvComm final : public CommBase {
   Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len,
                        uint8_t** payload_dst) override {
     if (meta.size() != kDataMeta || meta[0] != kData) {
-      return ProtocolError("unexpected message from the sender " + conn_.peer());
+      return ProtocolError("unexpected message from the sender " + conn_->peer());
     }
     const int index = meta[1];
     const uint64_t seq = GetU64(meta.data() + 8);
@@ -317,7 +318,7 @@ class RecvComm final : public CommBase {
     auto it = posted_.find(seq);
     if (it == posted_.end() || index >= it->second->n || it->second->landed[index] || size != payload_len ||
         size > it->second->capacity[index]) {
-      return ProtocolError("data from " + conn_.peer() + " does not match any posted receive");
+      return ProtocolError("data from " + conn_->peer() + " does not match any posted receive");
     }
     landing_ = it->second;
     landing_index_ = index;

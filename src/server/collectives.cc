@@ -254,7 +254,7 @@ void Collectives::CompleteSlot(const std::shared_ptr<Job>& job, CollIt cit, Slot
 void Collectives::OnReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotIt sit) {
   // Below the root of a tree the partial goes up; the parent's result comes back later.
   if (job->tree && !job->tree->root()) {
-    SendPartialUp(*job->tree, loop_, metrics_, cit->second.desc, sit->second, opts_.LatencyDscp(cit->second.desc));
+    SendPartialUp(*job->tree, loop_, metrics_, cit->second.desc, sit->second, opts_.TrafficClassOf(cit->second.desc));
     return;
   }
   SendReduced(job, cit, sit);
@@ -265,7 +265,7 @@ void Collectives::SendReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotI
   const Slot& slot = sit->second;
   const uint64_t bytes = static_cast<uint64_t>(slot.ref.count) * DataTypeSize(d.dtype);
   const wire::ChunkDone done{d.coll_seq, slot.ref};
-  const uint8_t dscp = opts_.LatencyDscp(d);
+  const transport::TrafficClass traffic_class = opts_.TrafficClassOf(d);
   // Only the members here: in a tree, not every rank of the job.
   job->ForEachMember([&](uint32_t r) {
     job->Answered(r);
@@ -277,7 +277,7 @@ void Collectives::SendReduced(const std::shared_ptr<Job>& job, CollIt cit, SlotI
     } else {
       wire::EncodeDoneTo(wire::MsgType::kAck, done, transport::StartOutMessage(&m, wire::kDoneMetaBytes, nullptr, 0));
     }
-    m.dscp = dscp;
+    m.traffic_class = traffic_class;
     SendTo(*job, r, std::move(m));
   });
   FinishSlot(job, cit, sit);
@@ -353,9 +353,9 @@ void Collectives::Forward(const std::shared_ptr<Job>& job, CollState& coll, cons
   delivery->result_meta = wire::EncodeResult(done);
   delivery->unsent = job->nranks - 1;
   delivery->epoch = d.epoch;
-  delivery->dscp = opts_.LatencyDscp(d);
+  delivery->traffic_class = opts_.TrafficClassOf(d);
   if (delivery->unsent == 0) {
-    SendAck(job, delivery->src, done, d.epoch, delivery->dscp);
+    SendAck(job, delivery->src, done, d.epoch, delivery->traffic_class);
     return;
   }
   for (uint32_t r = 0; r < job->nranks; ++r) {
@@ -373,9 +373,11 @@ void Collectives::SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank,
                               const std::shared_ptr<AgDelivery>& delivery) {
   OutMessage m = transport::MakeOutMessage(delivery->result_meta, delivery->data.get(), delivery->bytes);
   m.keepalive = delivery->data;
-  m.dscp = delivery->dscp;
+  m.traffic_class = delivery->traffic_class;
   m.on_done = [this, weak = std::weak_ptr<Job>(job), delivery] {
-    if (--delivery->unsent == 0) SendAck(weak, delivery->src, delivery->done, delivery->epoch, delivery->dscp);
+    if (--delivery->unsent == 0) {
+      SendAck(weak, delivery->src, delivery->done, delivery->epoch, delivery->traffic_class);
+    }
   };
   SendTo(*job, rank, std::move(m));
 }
@@ -384,7 +386,7 @@ void Collectives::SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank,
 // failover replaced meanwhile (the rank no longer waits for them, and the server told it that
 // nothing of them follows).
 void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch,
-                          uint8_t dscp) {
+                          transport::TrafficClass traffic_class) {
   std::shared_ptr<Job> job = weak.lock();
   if (!job || job->failed) return;
   job->Answered(rank);
@@ -393,7 +395,7 @@ void Collectives::SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const w
   d.epoch = epoch;
   if (job->failover.IsStale(d)) return;
   OutMessage m = transport::MakeOutMessage(wire::EncodeAck(done), nullptr, 0);
-  m.dscp = dscp;
+  m.traffic_class = traffic_class;
   SendTo(*job, rank, std::move(m));
 }
 

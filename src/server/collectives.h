@@ -66,7 +66,7 @@ class Collectives : public ReductionSink {
   void Forward(const std::shared_ptr<Job>& job, CollState& coll, const Slot& slot);
   void SendAgChunk(const std::shared_ptr<Job>& job, uint32_t rank, const std::shared_ptr<AgDelivery>& delivery);
   void SendAck(const std::weak_ptr<Job>& weak, uint32_t rank, const wire::ChunkDone& done, uint32_t epoch,
-               uint8_t dscp);
+               transport::TrafficClass traffic_class);
   void TraceSend(ConnState* cs, transport::OutMessage* msg);
 
   const ServerOptions& opts_;

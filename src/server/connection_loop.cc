@@ -21,8 +21,7 @@ void ConnectionLoop::DestroyAll() {
 }
 
 Status ConnectionLoop::Listen() {
-  OPTCAST_RETURN_IF_ERROR(
-      transport::Listen(opts_.transport, opts_.listen, &listener_, opts_.ofi_provider, opts_.tcp_congestion));
+  OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
   port_ = listener_->port();
   OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
   return poller_.Add(waker_.fd(), &waker_, true, false);

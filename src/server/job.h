@@ -55,7 +55,7 @@ struct AgDelivery {
   uint32_t unsent = 0;      // sends not yet written out (to joined and absent ranks)
   uint32_t not_joined = 0;  // ranks that get it when they join
   uint32_t epoch = 0;       // its collective's failover epoch
-  uint8_t dscp = 0;         // its collective's traffic class (ServerOptions::LatencyDscp)
+  transport::TrafficClass traffic_class = transport::TrafficClass::kBulk;  // its collective's (TrafficClassOf)
 };
 
 // One collective of a job as seen by this server.

@@ -7,7 +7,8 @@
 #include <string>
 
 #include "transport/endpoint.h"
-#include "transport/kind.h"
+#include "transport/options.h"
+#include "transport/traffic_class.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
@@ -16,22 +17,19 @@ namespace optcast::server {
 // header so that the server's parts can take it without the Server they make up.
 struct ServerOptions {
   transport::Endpoint listen{"0.0.0.0", 8918};
-  // What carries the protocol: the built-in TCP streams or libfabric (docs/transports.md).
-  transport::Kind transport = transport::Kind::kTcp;
-  // The libfabric provider when `transport` is ofi ("": OPTCAST_OFI_PROVIDER, FI_PROVIDER, else
-  // automatic).
-  std::string ofi_provider;
-  // The TCP congestion control of the tcp transport's connections (transport/posix/congestion.h):
-  // "" CUBIC where the host offers it, "system" the host's default, or a name.
-  std::string tcp_congestion;
+  // What carries the protocol, the built-in TCP streams or libfabric (docs/transports.md), and
+  // each one's settings (transport/options.h): the tcp connections' congestion control and the
+  // DSCP of the latency class (transport.tcp.latency_dscp, 0: nothing marked), the libfabric
+  // provider.
+  transport::TransportOptions transport;
   // Results of latency-bound collectives (at most latency_bytes: count times the element size)
-  // go out marked with DSCP latency_dscp (0: nothing marked), as ranks mark their chunks
-  // (CommunicatorOptions, transport/posix/traffic_class.h).
+  // go out in the latency traffic class, as ranks send their chunks (CommunicatorOptions,
+  // transport/traffic_class.h).
   uint64_t latency_bytes = 64 * 1024;
-  int latency_dscp = 46;
-  uint8_t LatencyDscp(const wire::CollDesc& d) const {
+  transport::TrafficClass TrafficClassOf(const wire::CollDesc& d) const {
     // Divided, not multiplied: a count from the wire may be anything.
-    return d.count <= latency_bytes / DataTypeSize(d.dtype) ? static_cast<uint8_t>(latency_dscp) : uint8_t{0};
+    return d.count <= latency_bytes / DataTypeSize(d.dtype) ? transport::TrafficClass::kLatency
+                                                            : transport::TrafficClass::kBulk;
   }
   // A job whose collective makes no progress for this long fails with an error to every rank.
   std::chrono::milliseconds job_timeout{30000};

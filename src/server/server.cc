@@ -136,9 +136,8 @@ Status Server::Impl::Start() {
         "on a network you trust",
         opts_.listen.host));
   }
-  if (opts_.latency_dscp < 0 || opts_.latency_dscp > transport::posix::kMaxDscp) {
-    return InvalidArgument(
-        fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", opts_.latency_dscp));
+  if (const int dscp = opts_.transport.tcp.latency_dscp; dscp < 0 || dscp > transport::posix::kMaxDscp) {
+    return InvalidArgument(fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", dscp));
   }
   OPTCAST_RETURN_IF_ERROR(tree_.ResolveParent());
   OPTCAST_RETURN_IF_ERROR(loop_.Listen());

@@ -20,7 +20,7 @@ Status TreeRelay::ResolveParent() {
   if (!opts_.upstream) return Status::Ok();
   OPTCAST_RETURN_IF_ERROR(server::ResolveParent(*opts_.upstream, &parent_numeric_));
   // The parent listens with the same transport as this server (and, for ofi, the same provider).
-  return transport::Dialer::Create(opts_.transport, &dialer_, opts_.ofi_provider, opts_.tcp_congestion);
+  return transport::Dialer::Create(opts_.transport, &dialer_);
 }
 
 bool TreeRelay::IsTreeJob(const Job* existing, const wire::Hello& h) const {

@@ -19,7 +19,7 @@ void SendUp(TreeJob& tree, ConnectionLoop& loop, ServerMetrics& metrics, transpo
 }
 
 void SendPartialUp(TreeJob& tree, ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d,
-                   const Slot& slot, uint8_t dscp) {
+                   const Slot& slot, transport::TrafficClass traffic_class) {
   // A failover's re-run: a result copy goes up as it came (element type); a partial missing a
   // rank's input says so, and the root fails the chunk unless another member holds a copy.
   const bool copy = slot.copy_seat >= 0;
@@ -30,7 +30,7 @@ void SendPartialUp(TreeJob& tree, ConnectionLoop& loop, ServerMetrics& metrics, 
   chunk.flags = copy ? wire::kChunkResultCopy : slot.input_lost ? wire::kChunkInputLost : 0;
   wire::EncodeChunkTo(chunk, transport::StartOutMessage(&m, wire::kChunkMetaBytes, slot.result.get(), pbytes));
   m.keepalive = slot.result;
-  m.dscp = dscp;
+  m.traffic_class = traffic_class;
   SendUp(tree, loop, metrics, std::move(m));
 }
 

@@ -13,6 +13,7 @@
 #include "server/server_metrics.h"
 #include "server/tree_job.h"
 #include "transport/message.h"
+#include "transport/traffic_class.h"
 #include "wire/protocol.h"
 
 namespace optcast::server {
@@ -21,9 +22,9 @@ namespace optcast::server {
 void SendUp(TreeJob& tree, ConnectionLoop& loop, ServerMetrics& metrics, transport::OutMessage msg);
 // Sends a slot's combined partial (Slot::result) to the parent; in a failover's re-run, the
 // result copy a member sent instead (flagged as one).
-// `dscp`: the traffic class its packets carry (ServerOptions::LatencyDscp).
+// `traffic_class`: the class its packets go in (ServerOptions::TrafficClassOf).
 void SendPartialUp(TreeJob& tree, ConnectionLoop& loop, ServerMetrics& metrics, const wire::CollDesc& d,
-                   const Slot& slot, uint8_t dscp);
+                   const Slot& slot, transport::TrafficClass traffic_class);
 // Ends this server's membership upstream with `farewell` (a Bye, or the Error that failed the
 // job); before the welcome it is held and the connection closes once it is out.
 void CloseUpstream(TreeJob& tree, ConnectionLoop& loop, const std::vector<uint8_t>& farewell);

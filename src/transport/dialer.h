@@ -11,6 +11,7 @@
 #include "transport/connection.h"
 #include "transport/endpoint.h"
 #include "transport/kind.h"
+#include "transport/options.h"
 
 namespace optcast::transport {
 
@@ -29,11 +30,9 @@ class MemoryRegistration {
 class Dialer {
  public:
   // Defined in factory.cc: the error of CheckKindBuilt for a transport this build does not carry.
-  // `ofi_provider` picks the libfabric provider for Kind::kOfi ("": OPTCAST_OFI_PROVIDER,
-  // FI_PROVIDER, else automatic), as for transport::Listen; `tcp_congestion` the TCP congestion
-  // control of Kind::kTcp's connections (posix/congestion.h; "": the data connections' default).
-  static Status Create(Kind kind, std::unique_ptr<Dialer>* out, const std::string& ofi_provider = "",
-                       const std::string& tcp_congestion = "");
+  // The connections are the transport `options.kind`'s, set up with its part of `options`, as for
+  // transport::Listen.
+  static Status Create(const TransportOptions& options, std::unique_ptr<Dialer>* out);
   virtual ~Dialer() = default;
 
   // Connects to a server listening with the same transport (see transport::Dial).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "transport/traffic_class.h"
 
 namespace optcast::transport {
 
@@ -51,10 +52,7 @@ struct OutMessage {
   std::shared_ptr<const void> keepalive;
   std::function<void()> on_done;  // runs once the bytes are handed to the kernel
   uint64_t tag = 0;               // the sender's label (the client: the collective's sequence number)
-  // The DSCP its packets should carry (0: the default class), or -1 for whichever the connection
-  // uses now (control messages, which should not move a connection between classes). tcp:
-  // posix/traffic_class.h; the ofi transport ignores it.
-  int dscp = -1;
+  TrafficClass traffic_class = TrafficClass::kUnchanged;  // traffic_class.h
 };
 
 OutMessage MakeOutMessage(std::span<const uint8_t> meta, const void* payload, uint64_t payload_len);

@@ -88,7 +88,7 @@ class TcpCongestion : public ::testing::Test {
 // every connection between them, seen from both ends, to use `expected`.
 void ExpectEveryConnectionUses(int nservers, const std::string& setting, const std::string& expected) {
   server::ServerOptions so = TestServerOptions();
-  so.tcp_congestion = setting;
+  so.transport.tcp.congestion = setting;
   ServerFarm farm;
   ASSERT_TRUE(farm.Start(nservers, so).ok());
   const auto conns = RunAndInspect(farm, setting);
@@ -122,7 +122,7 @@ TEST_F(TcpCongestion, AControlTheHostDoesNotOfferIsAClearError) {
   EXPECT_NE(st.message().find("'system'"), std::string::npos) << st.ToString();
 
   server::ServerOptions so = TestServerOptions();
-  so.tcp_congestion = "no_such_cc";
+  so.transport.tcp.congestion = "no_such_cc";
   ServerFarm refused;
   st = refused.Start(1, so);
   ASSERT_FALSE(st.ok());

@@ -33,7 +33,7 @@ server::ServerOptions TestServerOptions() {
   o.listen = {"127.0.0.1", 0};
   o.job_timeout = milliseconds(10000);
   o.hello_timeout = milliseconds(10000);
-  if (Status st = transport::KindFromEnvironment(transport::Kind::kTcp, &o.transport); !st.ok()) {
+  if (Status st = transport::KindFromEnvironment(transport::Kind::kTcp, &o.transport.kind); !st.ok()) {
     std::fprintf(stderr, "%s\n", st.message().c_str());
     std::abort();
   }

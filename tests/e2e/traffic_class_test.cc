@@ -118,35 +118,37 @@ TEST(TrafficClass, ASettingIsADscpOrOff) {
   }
 }
 
-// A connection writes each class in writes of its own, and control messages (dscp -1) do not
+// A connection writes each class in writes of its own, and control messages (kUnchanged) do not
 // move it: the socket's mark after each flush is the last class asked for.
 TEST(TrafficClass, AConnectionSwitchesPerMessage) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(Connect(&p));
   const int fd = p.a;
   p.a = -1;  // the connection owns it now
-  transport::tcp::StreamConnection conn(transport::posix::Socket(fd), 1 << 20, "peer");
+  transport::tcp::StreamConnection conn(transport::posix::Socket(fd), 1 << 20, "peer",
+                                        transport::TcpOptions{.latency_dscp = 46});
+  using transport::TrafficClass;
   uint8_t next = 0;
-  auto send = [&](int dscp) {
+  auto send = [&](TrafficClass c) {
     const uint8_t meta[4] = {++next, 2, 3, 4};
     transport::OutMessage m = transport::MakeOutMessage(meta, nullptr, 0);
-    m.dscp = dscp;
+    m.traffic_class = c;
     conn.Send(std::move(m));
   };
-  send(46);
+  send(TrafficClass::kLatency);
   ASSERT_TRUE(conn.Flush().ok());
   EXPECT_EQ(TosOf(fd), 46 << 2);
-  send(-1);
+  send(TrafficClass::kUnchanged);
   ASSERT_TRUE(conn.Flush().ok());
   EXPECT_EQ(TosOf(fd), 46 << 2);
-  send(0);
-  send(-1);
+  send(TrafficClass::kBulk);
+  send(TrafficClass::kUnchanged);
   ASSERT_TRUE(conn.Flush().ok());
   EXPECT_EQ(TosOf(fd), 0);
   // Two classes in one flush: two writes, the second class last.
-  send(46);
-  send(-1);
-  send(0);
+  send(TrafficClass::kLatency);
+  send(TrafficClass::kUnchanged);
+  send(TrafficClass::kBulk);
   ASSERT_TRUE(conn.Flush().ok());
   EXPECT_FALSE(conn.HasPendingWrites());
   EXPECT_EQ(TosOf(fd), 0);
@@ -247,7 +249,7 @@ TEST_F(ServerPathTrafficClass, ALargeAllGatherAfterSmallCollectivesGoesUnmarked)
 TEST_F(ServerPathTrafficClass, TheThresholdAndTheDscpAreSettings) {
   server::ServerOptions so = TestServerOptions();
   so.latency_bytes = 8 << 20;
-  so.latency_dscp = 10;
+  so.transport.tcp.latency_dscp = 10;
   CommConfig cfg;
   cfg.latency_bytes = 8 << 20;
   cfg.latency_dscp = 10;
@@ -255,7 +257,7 @@ TEST_F(ServerPathTrafficClass, TheThresholdAndTheDscpAreSettings) {
   ASSERT_EQ(tos.size(), kConnectionEnds);
   for (const auto& [where, t] : tos) EXPECT_EQ(t, 10 << 2) << where;
 
-  so.latency_dscp = 0;
+  so.transport.tcp.latency_dscp = 0;
   cfg.latency_dscp = 0;
   tos = Run(so, cfg, {16});
   ASSERT_EQ(tos.size(), kConnectionEnds);
@@ -264,7 +266,7 @@ TEST_F(ServerPathTrafficClass, TheThresholdAndTheDscpAreSettings) {
 
 TEST_F(ServerPathTrafficClass, ABadSettingIsAClearError) {
   server::ServerOptions so = TestServerOptions();
-  so.latency_dscp = 64;
+  so.transport.tcp.latency_dscp = 64;
   ServerFarm refused;
   Status bad = refused.Start(1, so);
   ASSERT_FALSE(bad.ok());

@@ -24,8 +24,8 @@
 #include "nccl/device_properties.h"
 #include "plugin_harness.h"
 #include "reduce/half.h"
+#include "transport/fabric_info.h"
 #include "transport/kind.h"
-#include "transport/ofi/provider.h"
 
 namespace optcast::nccl::test {
 namespace {
@@ -219,7 +219,7 @@ TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
   EXPECT_EQ(plain.speed_mbps, 25000);
   EXPECT_EQ(plain.ptr_support, kPtrHost);
 
-  transport::ofi::DeviceInfo efa;
+  transport::FabricDeviceInfo efa;
   efa.provider = "efa";
   efa.name = "rdmap16s27";
   efa.pci_path = "/sys/bus/pci/devices/0000:10:1b.0";
@@ -237,7 +237,7 @@ TEST(CollNetDevice, FabricValuesWinWhereKnownAndTheInterfaceFillsIn) {
   itf.name = "lo";
   itf.pci_path.clear();
   itf.speed_mbps = 10000;
-  transport::ofi::DeviceInfo tcp;
+  transport::FabricDeviceInfo tcp;
   tcp.provider = "tcp;ofi_rxm";
   tcp.name = "lo";
   DeviceProperties t = DescribeDevice(itf, tcp, true);
@@ -263,8 +263,8 @@ TEST_F(CollNet, DevicesPropertiesAndReduceSupport) {
   const NetInterface& itf = Devices().at(0);
   if (kind == transport::Kind::kOfi) {
     // The fabric device as libfabric itself describes it, the interface's values where it is silent.
-    transport::ofi::DeviceInfo dev;
-    ASSERT_TRUE(transport::ofi::ProbeDevice(transport::ofi::RequestedProvider(), itf.address, &dev).ok());
+    transport::FabricDeviceInfo dev;
+    ASSERT_TRUE(transport::ProbeFabricDevice(transport::RequestedFabricProvider(), itf.address, &dev).ok());
     EXPECT_STREQ(p.name, dev.name.c_str());
     const std::string pci = dev.pci_path.empty() ? itf.pci_path : dev.pci_path;
     EXPECT_EQ(p.pciPath == nullptr ? std::string() : std::string(p.pciPath), pci);

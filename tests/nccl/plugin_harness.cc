@@ -54,7 +54,7 @@ LocalServers::LocalServers(int n) {
     server::ServerOptions opts;
     opts.listen = {"127.0.0.1", 0};
     // The same transport as the plugin's communicators (OPTCAST_TRANSPORT).
-    Status kind = transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport);
+    Status kind = transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport.kind);
     if (!kind.ok()) throw std::runtime_error(kind.ToString());
     auto s = std::make_unique<server::Server>(opts);
     Status st = s->Start();

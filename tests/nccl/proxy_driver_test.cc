@@ -197,7 +197,7 @@ class ServerProcesses {
         server::ServerOptions opts;
         opts.listen = {"127.0.0.1", 0};
         // The same transport as the plugin's communicators (OPTCAST_TRANSPORT).
-        if (!transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport).ok()) return 2;
+        if (!transport::KindFromEnvironment(transport::Kind::kTcp, &opts.transport.kind).ok()) return 2;
         server::Server s(opts);
         const Status st = s.Start();
         const uint16_t port = st.ok() ? s.port() : 0;

@@ -10,11 +10,11 @@ namespace optcast::transport {
 
 Status MakePair(Pair* p, uint64_t client_max, uint64_t server_max) {
   using std::chrono::milliseconds;
-  OPTCAST_RETURN_IF_ERROR(Listen(Kind::kOfi, {"127.0.0.1", 0}, &p->listener));
+  OPTCAST_RETURN_IF_ERROR(Listen(TransportOptions{Kind::kOfi}, {"127.0.0.1", 0}, &p->listener));
   Status dialled;
   std::thread dial([&] {
-    dialled = Dial(Kind::kOfi, {"127.0.0.1", p->listener->port()}, Deadline::After(milliseconds(5000)), client_max,
-                   &p->client);
+    dialled = Dial(TransportOptions{Kind::kOfi}, {"127.0.0.1", p->listener->port()},
+                   Deadline::After(milliseconds(5000)), client_max, &p->client);
   });
   Status accepted = UnavailableError("nobody connected");
   const auto until = std::chrono::steady_clock::now() + milliseconds(5000);

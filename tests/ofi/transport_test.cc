@@ -487,16 +487,16 @@ TEST(OfiTransport, AMissingProviderIsRefusedListingTheAvailableOnes) {
 TEST(OfiTransport, TheProviderComesFromTheEnvironment) {
   ::setenv("OPTCAST_OFI_PROVIDER", "no-such-provider", 1);
   std::unique_ptr<Listener> l;
-  Status st = Listen(Kind::kOfi, {"127.0.0.1", 0}, &l);
+  Status st = Listen(TransportOptions{Kind::kOfi}, {"127.0.0.1", 0}, &l);
   ::unsetenv("OPTCAST_OFI_PROVIDER");
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("no-such-provider"), std::string::npos) << st.message();
-  ASSERT_TRUE(Listen(Kind::kOfi, {"127.0.0.1", 0}, &l).ok());
+  ASSERT_TRUE(Listen(TransportOptions{Kind::kOfi}, {"127.0.0.1", 0}, &l).ok());
 }
 
 TEST(OfiTransport, ATcpClientAtAnOfiServerAndBackAreToldWhichTransportToUse) {
   std::unique_ptr<Listener> tcp_server;
-  ASSERT_TRUE(Listen(Kind::kTcp, {"127.0.0.1", 0}, &tcp_server).ok());
+  ASSERT_TRUE(Listen(TransportOptions{Kind::kTcp}, {"127.0.0.1", 0}, &tcp_server).ok());
   // The tcp server answers an address exchange as garbage with an error frame.
   std::unique_ptr<Connection> c;
   std::unique_ptr<Connection> s;
@@ -510,7 +510,8 @@ TEST(OfiTransport, ATcpClientAtAnOfiServerAndBackAreToldWhichTransportToUse) {
     s->Send(MakeOutMessage(meta, nullptr, 0));
     (void)s->Flush();
   });
-  Status st = Dial(Kind::kOfi, {"127.0.0.1", tcp_server->port()}, Deadline::After(milliseconds(5000)), 1024, &c);
+  Status st = Dial(TransportOptions{Kind::kOfi}, {"127.0.0.1", tcp_server->port()}, Deadline::After(milliseconds(5000)),
+                   1024, &c);
   answer.join();
   EXPECT_EQ(st.code(), Code::kProtocol) << st.message();
   EXPECT_NE(st.message().find("built-in tcp transport"), std::string::npos) << st.message();
@@ -541,9 +542,9 @@ class StartDial : public ::testing::TestWithParam<Kind> {};
 
 TEST_P(StartDial, ReturnsAtOnceAndCarriesWhatWasSentBeforeItWasUp) {
   std::unique_ptr<Listener> listener;
-  ASSERT_TRUE(Listen(GetParam(), {"127.0.0.1", 0}, &listener).ok());
+  ASSERT_TRUE(Listen(TransportOptions{GetParam()}, {"127.0.0.1", 0}, &listener).ok());
   std::unique_ptr<Dialer> dialer;
-  ASSERT_TRUE(Dialer::Create(GetParam(), &dialer).ok());
+  ASSERT_TRUE(Dialer::Create(TransportOptions{GetParam()}, &dialer).ok());
   std::unique_ptr<Connection> client, server;
   Status st = dialer->StartDial({"127.0.0.1", listener->port()}, 1u << 20, &client);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -583,11 +584,11 @@ TEST_P(StartDial, ARefusedConnectionIsAnErrorNamingTheAddress) {
   uint16_t port = 0;
   {
     std::unique_ptr<Listener> l;
-    ASSERT_TRUE(Listen(Kind::kTcp, {"127.0.0.1", 0}, &l).ok());
+    ASSERT_TRUE(Listen(TransportOptions{Kind::kTcp}, {"127.0.0.1", 0}, &l).ok());
     port = l->port();
   }
   std::unique_ptr<Dialer> dialer;
-  ASSERT_TRUE(Dialer::Create(GetParam(), &dialer).ok());
+  ASSERT_TRUE(Dialer::Create(TransportOptions{GetParam()}, &dialer).ok());
   std::unique_ptr<Connection> c;
   Status st = dialer->StartDial({"127.0.0.1", port}, 1024, &c);
   if (!st.ok()) {  // refused before connect() returned: reported at once

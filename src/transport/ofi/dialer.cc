@@ -32,9 +32,11 @@ class FabricRegistration final : public MemoryRegistration {
 
 }  // namespace
 
-Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) {
+Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                  const std::string& provider) {
   std::shared_ptr<Fabric> fabric;
-  OPTCAST_RETURN_IF_ERROR(Fabric::Open(RequestedProvider(), LocalHostToward(ep.host), &fabric));
+  OPTCAST_RETURN_IF_ERROR(
+      Fabric::Open(provider.empty() ? RequestedProvider() : provider, LocalHostToward(ep.host), &fabric));
   return DialFabric(std::move(fabric), ep, deadline, max_payload, out);
 }
 

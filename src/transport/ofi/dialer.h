@@ -14,9 +14,10 @@
 
 namespace optcast::transport::ofi {
 
-// Connects to a FabricListener through a fabric of its own (the provider comes from
+// Connects to a FabricListener through a fabric of its own (`provider` "" takes
 // RequestedProvider()).
-Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out);
+Status DialFabric(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
+                  const std::string& provider = "");
 // Connects through `fabric`, which the connection shares with others (and their registrations).
 Status DialFabric(std::shared_ptr<Fabric> fabric, const Endpoint& ep, Deadline deadline, uint64_t max_payload,
                   std::unique_ptr<Connection>* out);

@@ -4,12 +4,14 @@
 // What programs ask about libfabric without holding a fabric: which provider is asked for, which
 // ones this machine offers, and what a provider's device is. Free of libfabric's headers, and
 // answered in every build: without libfabric (OPTCAST_WITH_OFI=OFF) no provider is available and
-// ProbeDevice says that the build has no libfabric support.
+// ProbeDevice says that the build has no libfabric support. Code outside the transport asks
+// through transport/fabric_info.h.
 
 #include <string>
 #include <vector>
 
 #include "optcast/status.h"
+#include "transport/fabric_info.h"
 
 namespace optcast::transport::ofi {
 
@@ -20,14 +22,8 @@ std::string RequestedProvider();
 // Every provider libfabric offers on this machine ("tcp;ofi_rxm", "shm", ...), without repeats.
 std::vector<std::string> AvailableProviders();
 
-// What the NCCL plugin reports about the device in use.
-struct DeviceInfo {
-  std::string provider;  // "tcp;ofi_rxm", "efa", ...
-  std::string name;      // the domain (interface or device) name
-  std::string pci_path;  // "/sys/devices/..." when the provider names a PCI device, else ""
-  int speed_mbps = 0;    // link speed when known, else 0
-  bool hmem = false;     // the provider moves device (GPU) memory (FI_HMEM)
-};
+// What the NCCL plugin reports about the device in use (defined with the contract).
+using DeviceInfo = FabricDeviceInfo;
 
 // Opens `provider` ("" = automatic) on the local address `source_host` (see Fabric::Open) and
 // describes its device.

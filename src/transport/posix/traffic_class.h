@@ -1,7 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// The DSCP a TCP socket marks its packets with, switched per message (OutMessage::dscp).
+// The DSCP a TCP socket marks its packets with, switched per message (OutMessage::traffic_class,
+// which tcp::StreamConnection maps to a DSCP).
 //
 // A small collective next to a stream of large ones waits behind the stream's bytes in every
 // queue the two share: the switch port into a server, the server's own egress. Those bytes are

@@ -19,17 +19,28 @@ constexpr size_t kMaxIov = 64;
 
 }  // namespace
 
-StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer, bool connecting)
+StreamConnection::StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer,
+                                   const TcpOptions& options, bool connecting)
     : socket_(std::move(socket)),
       max_payload_(max_payload),
       peer_(std::move(peer)),
       connecting_(connecting),
       staging_(kStagingBytes),
-      traffic_class_(socket_.fd()) {}
+      traffic_class_(socket_.fd()),
+      latency_dscp_(static_cast<uint8_t>(options.latency_dscp)) {}
 
 StreamConnection::~StreamConnection() = default;
 
 void StreamConnection::Send(OutMessage msg) { out_.push_back(std::move(msg)); }
+
+int StreamConnection::DscpOf(TrafficClass c) const {
+  switch (c) {
+    case TrafficClass::kLatency: return latency_dscp_;
+    case TrafficClass::kBulk: return 0;
+    case TrafficClass::kUnchanged: break;
+  }
+  return -1;
+}
 
 Status StreamConnection::CheckConnected() {
   if (!connecting_) return Status::Ok();
@@ -51,9 +62,9 @@ Status StreamConnection::Flush() {
     // One write per traffic class (posix/traffic_class.h says when a switch takes effect).
     int dscp = -1;
     for (auto it = out_.begin(); it != out_.end() && niov + 2 <= kMaxIov; ++it) {
-      if (it->dscp >= 0) {
-        if (dscp >= 0 && it->dscp != dscp) break;
-        dscp = it->dscp;
+      if (const int want = DscpOf(it->traffic_class); want >= 0) {
+        if (dscp >= 0 && want != dscp) break;
+        dscp = want;
       }
       const size_t head_len = it->head.size();
       if (skip < head_len) {

@@ -5,6 +5,7 @@
 
 #include "transport/connection.h"
 #include "transport/message.h"
+#include "transport/options.h"
 #include "transport/out_queue.h"
 #include "transport/posix/socket.h"
 #include "transport/posix/traffic_class.h"
@@ -14,9 +15,12 @@ namespace optcast::transport::tcp {
 // A non-blocking, message-framed TCP connection. Not thread-safe: one thread drives it.
 class StreamConnection final : public Connection {
  public:
-  // `connecting`: the socket's connect is still under way (posix::StartConnect); messages wait in
-  // the queue until it is up, and a failed connect is the error of the next Flush or ReadAvailable.
-  StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer, bool connecting = false);
+  // `options`: the DSCP of TrafficClass::kLatency (the congestion control is the dialer's or the
+  // listener's to set). `connecting`: the socket's connect is still under way
+  // (posix::StartConnect); messages wait in the queue until it is up, and a failed connect is the
+  // error of the next Flush or ReadAvailable.
+  StreamConnection(posix::Socket socket, uint64_t max_payload, std::string peer, const TcpOptions& options = {},
+                   bool connecting = false);
   ~StreamConnection() override;
 
   int fd() const override { return socket_.fd(); }
@@ -52,6 +56,8 @@ class StreamConnection final : public Connection {
   Status ParseFromStaging(MessageHandler& handler, bool* progressed);
   // While connecting: whether the connect has finished (an error if it failed).
   Status CheckConnected();
+  // The DSCP a message of class `c` is written with, or -1 for the connection's current one.
+  int DscpOf(TrafficClass c) const;
 
   posix::Socket socket_;
   uint64_t max_payload_;
@@ -73,6 +79,7 @@ class StreamConnection final : public Connection {
   OutQueue out_;
   size_t out_offset_ = 0;  // bytes of out_.front() already written (head then payload)
   posix::TrafficClass traffic_class_;
+  uint8_t latency_dscp_;
 };
 
 }  // namespace optcast::transport::tcp

@@ -15,23 +15,23 @@ class NoRegistration final : public MemoryRegistration {};
 }  // namespace
 
 Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
-                  const std::string& congestion) {
+                  const TcpOptions& options) {
   posix::Socket s;
   OPTCAST_RETURN_IF_ERROR(posix::Connect(ep, deadline, &s));
   OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
-  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), congestion));
-  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString());
+  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), options.congestion));
+  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString(), options);
   return Status::Ok();
 }
 
 Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out,
-                       const std::string& congestion) {
+                       const TcpOptions& options) {
   posix::Socket s;
   OPTCAST_RETURN_IF_ERROR(posix::StartConnect(ep, &s));
   OPTCAST_RETURN_IF_ERROR(posix::ConfigureDataSocket(s.fd(), true));
   // Set before the handshake completes, so the whole connection runs under it.
-  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), congestion));
-  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString(), /*connecting=*/true);
+  OPTCAST_RETURN_IF_ERROR(posix::ApplyCongestionControl(s.fd(), options.congestion));
+  *out = std::make_unique<StreamConnection>(std::move(s), max_payload, ep.ToString(), options, /*connecting=*/true);
   return Status::Ok();
 }
 

@@ -10,27 +10,28 @@
 #include "common/env.h"
 #include "transport/dialer.h"
 #include "transport/endpoint.h"
+#include "transport/options.h"
 
 namespace optcast::transport::tcp {
 
-// Connects and returns a non-blocking StreamConnection. `congestion`: its TCP congestion control
-// (posix::ApplyCongestionControl; "" the data connections' default).
+// Connects and returns a non-blocking StreamConnection set up with `options` (its congestion
+// control: posix::ApplyCongestionControl, "" the data connections' default).
 Status DialStream(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out,
-                  const std::string& congestion = "");
+                  const TcpOptions& options = {});
 
 // Starts a non-blocking connect and returns its StreamConnection at once (Dialer::StartDial).
 Status StartDialStream(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out,
-                       const std::string& congestion = "");
+                       const TcpOptions& options = {});
 
 // The TCP Dialer: streams copy through the kernel, so there is nothing to register.
 class StreamDialer final : public Dialer {
  public:
-  explicit StreamDialer(std::string congestion = "") : congestion_(std::move(congestion)) {}
+  explicit StreamDialer(TcpOptions options = {}) : options_(std::move(options)) {}
   Status Dial(const Endpoint& ep, Deadline deadline, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
-    return DialStream(ep, deadline, max_payload, out, congestion_);
+    return DialStream(ep, deadline, max_payload, out, options_);
   }
   Status StartDial(const Endpoint& ep, uint64_t max_payload, std::unique_ptr<Connection>* out) override {
-    return StartDialStream(ep, max_payload, out, congestion_);
+    return StartDialStream(ep, max_payload, out, options_);
   }
   Status Register(const void* data, size_t size, std::unique_ptr<MemoryRegistration>* out) override;
   uint64_t registrations_made() const override { return 0; }
@@ -38,7 +39,7 @@ class StreamDialer final : public Dialer {
   bool registration_required() const override { return false; }
 
  private:
-  std::string congestion_;
+  TcpOptions options_;
 };
 
 }  // namespace optcast::transport::tcp

@@ -6,15 +6,16 @@
 
 #include "transport/endpoint.h"
 #include "transport/listener.h"
+#include "transport/options.h"
 #include "transport/posix/socket.h"
 
 namespace optcast::transport::tcp {
 
-// A non-blocking listening socket whose connections are StreamConnections. `congestion`: their
-// TCP congestion control (posix::ApplyCongestionControl; "" the data connections' default).
+// A non-blocking listening socket whose connections are StreamConnections, set up with `options`
+// (their congestion control: posix::ApplyCongestionControl, "" the data connections' default).
 class StreamListener final : public Listener {
  public:
-  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out, const std::string& congestion = "");
+  static Status Open(const Endpoint& ep, std::unique_ptr<Listener>* out, const TcpOptions& options = {});
   int fd() const override { return socket_.fd(); }
   uint16_t port() const override { return port_; }
   std::string Describe() const override { return "tcp"; }
@@ -23,7 +24,7 @@ class StreamListener final : public Listener {
  private:
   posix::Socket socket_;
   uint16_t port_ = 0;
-  std::string congestion_;
+  TcpOptions options_;
 };
 
 }  // namespace optcast::transport::tcp
