@@ -32,7 +32,9 @@ CXX=${CXX:-clang++}
 build="build-fuzz"
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$CC" \
   -DCMAKE_CXX_COMPILER="$CXX" >/dev/null
+build_start=$SECONDS
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" fuzz_make_seeds
+echo "=== fuzz.sh: build took $((SECONDS - build_start)) s ==="
 
 # A report from any sanitizer is a crash; leaks count (libFuzzer checks them per input).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}

@@ -83,8 +83,12 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPTCAST_
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DOPTCAST_BUILD_TESTS=ON -DOPTCAST_BUILD_BENCH=OFF -DOPTCAST_BUILD_TORCH=OFF -DOPTCAST_BUILD_SIM=OFF \
   -DOPTCAST_BUILD_GLOO_BENCH=OFF "${launcher[@]}" >/dev/null
+build_start=$SECONDS
 "${wrap[@]}" cmake --build "$build_dir" -j "$(nproc)" --target "${build_targets[@]}"
+echo "=== sanitize.sh $mode: build took $((SECONDS - build_start)) s ==="
 
 echo "== ctest under -fsanitize=$sanitize (${ctest_select[*]}) =="
+test_start=$SECONDS
 "${wrap[@]}" ctest --test-dir "$build_dir" --output-on-failure --timeout 600 -j "${OPTCAST_SANITIZE_JOBS:-2}" \
   "${ctest_select[@]}" "$@"
+echo "=== sanitize.sh $mode: ctest took $((SECONDS - test_start)) s ==="
