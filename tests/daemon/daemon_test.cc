@@ -210,7 +210,11 @@ TEST(Daemon, WithFailoverOffWhenOneOfTwoServersDiesLaterCollectivesFailNamingIt)
   e2e::CommConfig config = Config();
   config.failover = false;
   ASSERT_NO_FATAL_FAILURE(j.Start(config));
-  auto& [a, b, c0, c1] = j;
+  // Named references, not a structured binding: lambdas below capture them.
+  ServerProcess& a = j.a;
+  ServerProcess& b = j.b;
+  std::unique_ptr<Communicator>& c0 = j.c0;
+  std::unique_ptr<Communicator>& c1 = j.c1;
   constexpr size_t kCount = 1 << 18;  // large enough to be striped over both servers
   std::vector<float> in(kCount, 1.0f), out0(kCount), out1(kCount);
   auto both = [&](size_t count) {
@@ -243,7 +247,11 @@ TEST(Daemon, WithFailoverOffWhenOneOfTwoServersDiesLaterCollectivesFailNamingIt)
 TEST(Daemon, WhenOneOfTwoServersDiesTheJobGoesOnOverTheOther) {
   TwoServersOneJob j;
   ASSERT_NO_FATAL_FAILURE(j.Start(Config()));
-  auto& [a, b, c0, c1] = j;
+  // Named references, not a structured binding: lambdas below capture them.
+  ServerProcess& a = j.a;
+  ServerProcess& b = j.b;
+  std::unique_ptr<Communicator>& c0 = j.c0;
+  std::unique_ptr<Communicator>& c1 = j.c1;
   constexpr size_t kCount = 1 << 18;  // large enough to be striped over both servers
   std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
   auto both = [&](size_t count, uint64_t seed) {
@@ -274,7 +282,10 @@ TEST(Daemon, WhenOneOfTwoServersDiesTheJobGoesOnOverTheOther) {
 TEST(Daemon, ARankThatSawAServerDieLateCatchesUpWithoutDeadlock) {
   TwoServersOneJob j;
   ASSERT_NO_FATAL_FAILURE(j.Start(Config()));
-  auto& [a, b, c0, c1] = j;
+  // Named references, not a structured binding: lambdas below capture them.
+  ServerProcess& b = j.b;
+  std::unique_ptr<Communicator>& c0 = j.c0;
+  std::unique_ptr<Communicator>& c1 = j.c1;
   constexpr size_t kCount = 1 << 18;  // striped over both servers
   std::vector<float> in0(kCount), in1(kCount), out0(kCount), out1(kCount);
   e2e::FillInput(DataType::kFloat32, RedOp::kSum, 9401, 0, 0, kCount, in0.data());
