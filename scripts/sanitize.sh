@@ -39,7 +39,8 @@ case "$mode" in
     # e2e (servers on threads of the test process), tree (a tree of servers on threads), nccl
     # (servers on threads, ranks and NCCL proxy threads calling the plugin concurrently) and
     # observe (metrics and traces written from several threads while an HTTP thread renders
-    # them). unit, reduce and ring are single-threaded (ring forks processes).
+    # them). unit, reduce and ring are single-threaded (ring forks processes); transport only
+    # dials on a thread that is joined before the connection is used.
     ctest_select=(-L '^(e2e|tree|nccl|server|observe)$')
     # Only the executables of those suites (and what they depend on) are built. A suite added to
     # the selection without its target here fails loudly: ctest cannot find its executable.

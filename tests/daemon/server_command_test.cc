@@ -15,16 +15,13 @@
 
 #include "process.h"
 #include "raw_client.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::tooltest {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string Bin() {
-  const char* b = std::getenv("OPTCAST_BIN");
-  return b ? b : "";
-}
+using testsupport::OptcastBinary;
 
 std::string Write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -34,8 +31,9 @@ std::string Write(const std::string& path, const std::string& text) {
 class ServerCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+    if (bin_.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   }
+  const std::string bin_ = OptcastBinary();
   TempDir dir_;
 };
 
@@ -73,7 +71,7 @@ TEST_F(ServerCommandTest, ConfigRefusesUnknownKeysAndBadValuesWithLineAndReason)
   };
   for (const BadConfig& c : cases) {
     const std::string path = Write(dir_ / "bad.yaml", c.yaml);
-    RunResult r = RunToEnd({Bin(), "server", "--config", path}, milliseconds(10000));
+    RunResult r = RunToEnd({bin_, "server", "--config", path}, milliseconds(10000));
     EXPECT_EQ(r.code, 2) << c.yaml << r.err;
     EXPECT_NE(r.err.find(path + c.expect), std::string::npos) << "config:\n" << c.yaml << "stderr:\n" << r.err;
   }
@@ -104,7 +102,7 @@ TEST_F(ServerCommandTest, ConfigFileSetsFlagsMetricsAreScrapedAndTheTraceIsWritt
                                 "trace: " +
                                     trace + "\n");
   // The command line wins over the file.
-  Process p({Bin(), "server", "--config", cfg, "--log-level", "info"});
+  Process p({bin_, "server", "--config", cfg, "--log-level", "info"});
   uint16_t port = 0, mport = 0;
   ASSERT_TRUE(StartServer(p, &port, &mport)) << p.out() << p.err();
   EXPECT_NE(p.err().find("listening on 127.0.0.1:"), std::string::npos) << "info logging is on: " << p.err();
@@ -133,10 +131,10 @@ TEST_F(ServerCommandTest, ConfigFileSetsFlagsMetricsAreScrapedAndTheTraceIsWritt
 // with SIGKILL still leaves a complete trace of what it did.
 TEST_F(ServerCommandTest, ARunningServerKeepsItsTraceCurrentAndAKilledOneLeavesItWhole) {
   const std::string trace = dir_ / "live-trace.json";
-  Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--trace", trace});
+  Process srv({bin_, "server", "--listen", "127.0.0.1:0", "--trace", trace});
   uint16_t port = 0;
   ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
-  RunResult bench = RunToEnd({Bin(), "bench", "--nranks", "2", "--servers", "127.0.0.1:" + std::to_string(port), "-b",
+  RunResult bench = RunToEnd({bin_, "bench", "--nranks", "2", "--servers", "127.0.0.1:" + std::to_string(port), "-b",
                               "256K", "-e", "256K", "-n", "2", "-w", "1"},
                              milliseconds(60000));
   ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
@@ -176,7 +174,7 @@ TEST_F(ServerCommandTest, ConfigPicksTheTransportAndProviderAndFlagsWin) {
                                 "transport: ofi\n"
                                 "ofi_provider: tcp;ofi_rxm\n");
   {
-    Process p({Bin(), "server", "--config", ofi, "--log-level", "info"});
+    Process p({bin_, "server", "--config", ofi, "--log-level", "info"});
     uint16_t port = 0;
     ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
     EXPECT_NE(p.err().find("over ofi (provider tcp;ofi_rxm)"), std::string::npos) << p.err();
@@ -184,14 +182,14 @@ TEST_F(ServerCommandTest, ConfigPicksTheTransportAndProviderAndFlagsWin) {
     EXPECT_EQ(p.Wait(milliseconds(10000)), 0) << p.err();
   }
   {
-    Process p({Bin(), "server", "--config", ofi, "--log-level", "info", "--transport", "tcp"});
+    Process p({bin_, "server", "--config", ofi, "--log-level", "info", "--transport", "tcp"});
     // --transport tcp wins, and then the file's provider has nothing to apply to: a clear refusal.
     EXPECT_EQ(p.Wait(milliseconds(10000)), 2) << p.err();
     EXPECT_NE(p.err().find("applies to the ofi transport only"), std::string::npos) << p.err();
   }
   {
     // The flag's provider wins over the file's (udp gets its reliable datagrams from ofi_rxd).
-    Process p({Bin(), "server", "--config", ofi, "--log-level", "info", "--ofi-provider", "udp"});
+    Process p({bin_, "server", "--config", ofi, "--log-level", "info", "--ofi-provider", "udp"});
     uint16_t port = 0;
     ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
     EXPECT_NE(p.err().find("over ofi (provider udp"), std::string::npos) << p.err();
@@ -201,7 +199,7 @@ TEST_F(ServerCommandTest, ConfigPicksTheTransportAndProviderAndFlagsWin) {
   const std::string tcp = Write(dir_ / "tcp.yaml",
                                 "listen: 127.0.0.1:0\n"
                                 "transport: tcp\n");
-  Process p({Bin(), "server", "--config", tcp, "--log-level", "info", "--transport", "ofi"});
+  Process p({bin_, "server", "--config", tcp, "--log-level", "info", "--transport", "ofi"});
   uint16_t port = 0;
   ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
   EXPECT_NE(p.err().find("over ofi"), std::string::npos) << p.err();
@@ -220,7 +218,7 @@ TEST_F(ServerCommandTest, OfiEndsWithOtherBuffersWorkAndAnotherEagerLimitIsNamed
     if (std::string_view(*e).starts_with("FI_OFI_RXM_")) GTEST_SKIP() << "unset " << *e << " to test the defaults";
   }
   const auto bench = [&](uint16_t port, int timeout_ms) {
-    return std::vector<std::string>{Bin(),          "bench",
+    return std::vector<std::string>{bin_,           "bench",
                                     "--transport",  "ofi",
                                     "--algo",       "server",
                                     "--nranks",     "2",
@@ -239,7 +237,7 @@ TEST_F(ServerCommandTest, OfiEndsWithOtherBuffersWorkAndAnotherEagerLimitIsNamed
     // eager payloads and rendezvous (1 MiB: 256 KiB chunks) both work.
     std::vector<std::string> server_env = env;
     server_env.push_back("FI_OFI_RXM_BUFFER_SIZE=16384");
-    Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
+    Process srv({bin_, "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
     uint16_t port = 0;
     ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
     const RunResult r = RunToEnd(bench(port, 30000), milliseconds(90000), env);
@@ -254,7 +252,7 @@ TEST_F(ServerCommandTest, OfiEndsWithOtherBuffersWorkAndAnotherEagerLimitIsNamed
   }
   std::vector<std::string> server_env = env;
   server_env.push_back("FI_OFI_RXM_EAGER_LIMIT=4096");
-  Process srv({Bin(), "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
+  Process srv({bin_, "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, server_env);
   uint16_t port = 0;
   ASSERT_TRUE(StartServer(srv, &port, nullptr)) << srv.out() << srv.err();
   const RunResult r = RunToEnd(bench(port, 10000), milliseconds(90000), env);
@@ -269,9 +267,9 @@ TEST_F(ServerCommandTest, OfiWithoutLibfabricIsRefusedWithTheFix) {
   if (OPTCAST_WITH_OFI) GTEST_SKIP() << "built with libfabric";
   const std::string ofi = Write(dir_ / "ofi.yaml", "listen: 127.0.0.1:0\ntransport: ofi\n");
   const RunResult runs[] = {
-      RunToEnd({Bin(), "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, milliseconds(10000)),
-      RunToEnd({Bin(), "server", "--config", ofi}, milliseconds(10000)),
-      RunToEnd({Bin(), "server", "--listen", "127.0.0.1:0"}, milliseconds(10000), {"OPTCAST_TRANSPORT=ofi"}),
+      RunToEnd({bin_, "server", "--listen", "127.0.0.1:0", "--transport", "ofi"}, milliseconds(10000)),
+      RunToEnd({bin_, "server", "--config", ofi}, milliseconds(10000)),
+      RunToEnd({bin_, "server", "--listen", "127.0.0.1:0"}, milliseconds(10000), {"OPTCAST_TRANSPORT=ofi"}),
   };
   for (const RunResult& r : runs) {
     EXPECT_NE(r.code, 0) << r.err;
@@ -284,8 +282,10 @@ TEST_F(ServerCommandTest, OfiWithoutLibfabricIsRefusedWithTheFix) {
 // speed to report.
 TEST_F(ServerCommandTest, LinkRateFlagReachesTheWelcome) {
   for (const auto& [flag, want] : {std::pair<const char*, uint64_t>{"100mbit", 100'000'000},
-                                   {"25gbit", 25'000'000'000}, {"auto", 0}, {"unknown", 0}}) {
-    Process p({Bin(), "server", "--listen", "127.0.0.1:0", "--link-rate", flag});
+                                   {"25gbit", 25'000'000'000},
+                                   {"auto", 0},
+                                   {"unknown", 0}}) {
+    Process p({bin_, "server", "--listen", "127.0.0.1:0", "--link-rate", flag});
     uint16_t port = 0;
     ASSERT_TRUE(StartServer(p, &port, nullptr)) << p.out() << p.err();
     const int fd = e2e::RawConnect(port);
@@ -304,7 +304,7 @@ TEST_F(ServerCommandTest, LinkRateFlagReachesTheWelcome) {
 TEST_F(ServerCommandTest, ShippedExampleConfigLoads) {
   // deploy/'s file as is; only the addresses move to free loopback ports (the command line wins).
   const std::string cfg = std::string(OPTCAST_SOURCE_DIR) + "/deploy/optcast-server.yaml";
-  Process p({Bin(), "server", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+  Process p({bin_, "server", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
              "--secret-file", WriteSecretFile(dir_ / "secret")});
   uint16_t port = 0, mport = 0;
   ASSERT_TRUE(StartServer(p, &port, &mport)) << p.out() << p.err();

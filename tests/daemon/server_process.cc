@@ -19,11 +19,6 @@ namespace optcast::daemon {
 
 using Clock = std::chrono::steady_clock;
 
-std::string OptcastBinary() {
-  const char* bin = std::getenv("OPTCAST_BIN");
-  return bin != nullptr ? bin : "";
-}
-
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::daemon {
 
@@ -51,6 +52,6 @@ class ServerProcess {
 };
 
 // The optcast binary under test ($OPTCAST_BIN), or "" when unset.
-std::string OptcastBinary();
+using testsupport::OptcastBinary;
 
 }  // namespace optcast::daemon

@@ -10,7 +10,6 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -32,12 +31,15 @@
 
 #include "plugin_harness.h"
 #include "server/server.h"
+#include "tests/support/fd_io.h"
 
 namespace optcast::nccl::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using testsupport::ReadAll;
+using testsupport::WriteAll;
 constexpr auto kChildLimit = std::chrono::seconds(60);
 constexpr size_t kHandle = kNetHandleMaxSize;
 constexpr int kStepsPerChannel = 8;  // NCCL_STEPS: requests NCCL keeps in flight per channel
@@ -45,34 +47,6 @@ constexpr int kStepsPerChannel = 8;  // NCCL_STEPS: requests NCCL keeps in fligh
 long long MsSince(Clock::time_point t) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count(); }
 
 // ---- processes -------------------------------------------------------------------------------
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n, Clock::time_point deadline) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const long long left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;  // the other side exited
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // Dies with the test process, so that no child outlives a crashed parent.
 void DieWithParent(pid_t parent) {

@@ -10,10 +10,9 @@
 //   rootfs_allreduce --plugin PATH --ranks N --expect-error T  every rank must fail, saying T
 //
 // This program itself needs only the C/C++ runtime, like the plugin (it links no Optcast code
-// but the driver, which has no dependencies of its own).
+// but the driver and optcast_test_support, static and without dependencies of their own).
 
 #include <dlfcn.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -21,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/fd_io.h"
 #include "tools/nccl_driver/plugin_log.h"
 #include "tools/nccl_driver/proxy_collnet.h"
 
@@ -37,6 +36,8 @@ namespace optcast::nccl_rootfs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testsupport::ReadAll;
+using testsupport::WriteAll;
 using tools::nccl_driver::ProxyCollNet;
 constexpr size_t kHandle = nccl::kNetHandleMaxSize;
 constexpr auto kLimit = std::chrono::seconds(90);  // for the whole run; every wait below is bounded by it
@@ -46,34 +47,6 @@ struct Options {
   int ranks = 0;
   std::string expect_error;  // "": the AllReduces must succeed
 };
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n, Clock::time_point deadline) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;  // the other side exited
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // Values whose float sums are exact, so the check is bit for bit.
 float SumInput(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1)); }

@@ -8,16 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "process.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::tooltest {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string Bin() {
-  const char* b = std::getenv("OPTCAST_BIN");
-  return b ? b : "";
-}
+using testsupport::OptcastBinary;
 
 uint32_t BigEndian32(const std::string& s, size_t at) {
   return (uint32_t(uint8_t(s[at])) << 24) | (uint32_t(uint8_t(s[at + 1])) << 16) | (uint32_t(uint8_t(s[at + 2])) << 8) |
@@ -25,12 +22,13 @@ uint32_t BigEndian32(const std::string& s, size_t at) {
 }
 
 TEST(BenchCommand, ProgressJsonPlotAndRankTraces) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   // 1K, 4K, 16K, 64K for each of server and ring: 8 steps; 1 warm-up + 2 timed + 1 check rounds.
   RunResult r = RunToEnd(
-      {Bin(), "bench", "--nranks", "2", "--nservers", "1",  "-b",     "1K",           "-e",     "64K",        "-f", "4",
-       "-n",  "2",     "-w",       "1", "--progress", "on", "--json", dir / "r.json", "--plot", dir / "r.png"},
+      {bin,  "bench", "--nranks", "2", "--nservers", "1",  "-b",     "1K",           "-e",     "64K",        "-f", "4",
+       "-n", "2",     "-w",       "1", "--progress", "on", "--json", dir / "r.json", "--plot", dir / "r.png"},
       milliseconds(90000), {"OPTCAST_TRACE=" + dir / "rank%r.json"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
 
@@ -76,9 +74,10 @@ TEST(BenchCommand, ProgressJsonPlotAndRankTraces) {
 }
 
 TEST(BenchCommand, PlotToAnUnwritablePlaceIsAnError) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
-  RunResult r = RunToEnd({Bin(), "bench", "--nranks", "2", "--algo", "ring", "-b", "1K", "-e", "1K", "-n", "1", "-w",
-                          "0", "--plot", "/nonexistent-dir/p.png"},
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  RunResult r = RunToEnd({bin, "bench", "--nranks", "2", "--algo", "ring", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0",
+                          "--plot", "/nonexistent-dir/p.png"},
                          milliseconds(60000));
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("--plot"), std::string::npos) << r.err;

@@ -21,17 +21,14 @@
 #include <vector>
 
 #include "process.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::tooltest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string Bin() {
-  const char* b = std::getenv("OPTCAST_BIN");
-  return b ? b : "";
-}
+using testsupport::OptcastBinary;
 
 // An `optcast server` process on loopback with its metrics page, both on ports the kernel picks.
 struct RunningServer {
@@ -40,8 +37,8 @@ struct RunningServer {
   int metrics_port = -1;
 
   ::testing::AssertionResult Start() {
-    proc = std::make_unique<Process>(
-        std::vector<std::string>{Bin(), "server", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"});
+    proc = std::make_unique<Process>(std::vector<std::string>{OptcastBinary(), "server", "--listen", "127.0.0.1:0",
+                                                              "--metrics-listen", "127.0.0.1:0"});
     const auto deadline = Clock::now() + milliseconds(10000);
     std::smatch listen, metrics;
     for (;;) {
@@ -90,14 +87,15 @@ int CountOf(const std::string& haystack, const std::string& needle) {
 }
 
 TEST(BenchFailover, TwoOfThreeServersKilledUnderARunningBenchLoseNoIteration) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   RunningServer servers[3];
   for (auto& s : servers) ASSERT_TRUE(s.Start());
   const std::string list = servers[0].address + "," + servers[1].address + "," + servers[2].address;
   // 64K to 2M: 6 sizes of 2 warm-up, 30 timed and 1 checked round each, over 4 ranks.
   constexpr int kSizes = 6, kIters = 30;
-  Process bench({Bin(),
+  Process bench({bin,
                  "bench",
                  "--servers",
                  list,
@@ -189,11 +187,12 @@ TEST(BenchFailover, TwoOfThreeServersKilledUnderARunningBenchLoseNoIteration) {
 }
 
 TEST(BenchFailover, WithNoFailoverADeadServerEndsTheRunNamingIt) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   RunningServer servers[2];
   for (auto& s : servers) ASSERT_TRUE(s.Start());
   TempDir dir;
-  Process bench({Bin(),
+  Process bench({bin,
                  "bench",
                  "--servers",
                  servers[0].address + "," + servers[1].address,

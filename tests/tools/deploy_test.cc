@@ -13,6 +13,7 @@
 #include <set>
 
 #include "process.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::tooltest {
 namespace {
@@ -56,8 +57,8 @@ TEST(Deploy, ServerManifestsAgreeWithEachOtherAndStartARealServer) {
             std::to_string(container_ports["metrics"]));
   EXPECT_EQ(container["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/metrics");
 
-  const char* bin = std::getenv("OPTCAST_BIN");
-  if (bin == nullptr) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = testsupport::OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   const std::string path = dir / "server.yaml";
   std::ofstream(path) << config_text;

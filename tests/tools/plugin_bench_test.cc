@@ -14,16 +14,13 @@
 #include <set>
 
 #include "process.h"
+#include "tests/support/optcast_binary.h"
 
 namespace optcast::tooltest {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string Bin() {
-  const char* b = std::getenv("OPTCAST_BIN");
-  return b ? b : "";
-}
+using testsupport::OptcastBinary;
 
 // Every row of a --json file, checked: no wrong element, a time. Returns the sizes per algo.
 std::multiset<std::pair<std::string, uint64_t>> CheckRows(const std::string& path) {
@@ -40,11 +37,12 @@ std::multiset<std::pair<std::string, uint64_t>> CheckRows(const std::string& pat
 // 12 B (3 elements: odd), up to 3981312 B (7.6 chunks of 512 KiB: several requests in flight on
 // both channels, the last one short). The client path runs in the same table for comparison.
 TEST(PluginBench, LocalRanksAgreeWithTheReferenceNextToTheClientPath) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   RunResult r =
-      RunToEnd({Bin(), "bench", "--nranks", "2", "--nservers", "2", "--algo", "server,plugin", "-b", "12", "-e", "4M",
-                "-f",  "24",    "-n",       "2", "-w",         "1", "--json", dir / "r.json"},
+      RunToEnd({bin,  "bench", "--nranks", "2", "--nservers", "2", "--algo", "server,plugin", "-b", "12", "-e", "4M",
+                "-f", "24",    "-n",       "2", "-w",         "1", "--json", dir / "r.json"},
                milliseconds(120000));
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("# algo: plugin   ranks: 2   servers: 2"), std::string::npos) << r.out;
@@ -62,10 +60,11 @@ TEST(PluginBench, LocalRanksAgreeWithTheReferenceNextToTheClientPath) {
 // Small chunks on three channels: 31 requests per collective, so every channel's window of 8
 // fills and later steps wait for the oldest; bfloat16, odd element count, max.
 TEST(PluginBench, FullWindowsOnThreeChannels) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   RunResult r = RunToEnd(
-      {Bin(),         "bench",          "--nranks", "2",          "--nservers", "2",  "--algo",   "server", "--through",
+      {bin,           "bench",          "--nranks", "2",          "--nservers", "2",  "--algo",   "server", "--through",
        "nccl-plugin", "--plugin-chunk", "32K",      "--channels", "3",          "-d", "bfloat16", "-o",     "max",
        "-b",          "1000002",        "-e",       "1000002",    "-n",         "2",  "-w",       "1",      "--json",
        dir / "r.json"},
@@ -80,9 +79,10 @@ TEST(PluginBench, FullWindowsOnThreeChannels) {
 // The driver sleeps instead of yielding when a pass finds nothing to do (hosts that share cores,
 // as on the emulated cluster): every result is still checked, and the header says which.
 TEST(PluginBench, AnIdleDriverThatSleepsStillCompletesEveryStep) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
-  RunResult r = RunToEnd({Bin(),
+  RunResult r = RunToEnd({bin,
                           "bench",
                           "--nranks",
                           "3",
@@ -110,14 +110,14 @@ TEST(PluginBench, AnIdleDriverThatSleepsStillCompletesEveryStep) {
   const auto seen = CheckRows(dir / "r.json");
   EXPECT_EQ(seen.count({"plugin", 4000000}), 1u);
   // Without the flag the driver yields, as NCCL's proxy does.
-  RunResult y = RunToEnd({Bin(), "bench", "--nranks", "2", "--nservers", "1", "--algo", "plugin", "-b", "64K", "-e",
+  RunResult y = RunToEnd({bin, "bench", "--nranks", "2", "--nservers", "1", "--algo", "plugin", "-b", "64K", "-e",
                           "64K", "-n", "1", "-w", "0"},
                          milliseconds(60000));
   ASSERT_EQ(y.code, 0) << y.out << y.err;
   EXPECT_NE(y.out.find("idle passes yield"), std::string::npos) << y.out;
   // Out of range is refused before anything starts.
   RunResult bad =
-      RunToEnd({Bin(), "bench", "--nranks", "2", "--algo", "plugin", "--proxy-idle-us", "200000"}, milliseconds(30000));
+      RunToEnd({bin, "bench", "--nranks", "2", "--algo", "plugin", "--proxy-idle-us", "200000"}, milliseconds(30000));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE((bad.out + bad.err).find("--proxy-idle-us"), std::string::npos) << bad.out << bad.err;
 }
@@ -125,12 +125,13 @@ TEST(PluginBench, AnIdleDriverThatSleepsStillCompletesEveryStep) {
 // More channels than the plugin takes requests at once (8 x 72 > 512 per collComm): it answers
 // some calls with a null request, which the driver retries in order.
 TEST(PluginBench, NullRequestsAreRetriedInOrder) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   RunResult r = RunToEnd(
-      {Bin(), "bench",      "--nranks", "2",  "--nservers", "2",           "--algo",  "plugin", "--plugin-chunk",
-       "1K",  "--channels", "72",       "-d", "int32",      "-b",          "1000004", "-e",     "1000004",
-       "-n",  "1",          "-w",       "0",  "--json",     dir / "r.json"},
+      {bin,  "bench",      "--nranks", "2",  "--nservers", "2",           "--algo",  "plugin", "--plugin-chunk",
+       "1K", "--channels", "72",       "-d", "int32",      "-b",          "1000004", "-e",     "1000004",
+       "-n", "1",          "-w",       "0",  "--json",     dir / "r.json"},
       milliseconds(120000));
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("to call iallreduce again later (null request)"), std::string::npos) << r.out;
@@ -156,12 +157,13 @@ uint16_t FreePort() {
 
 // As on several hosts: two running servers, two rank processes meeting at a rendezvous.
 TEST(PluginBench, MultiHostRanksAgainstRunningServers) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
   TempDir dir;
   std::string servers;
   std::vector<std::unique_ptr<Process>> procs;
   for (int i = 0; i < 2; ++i) {
-    procs.push_back(std::make_unique<Process>(std::vector<std::string>{Bin(), "server", "--listen", "127.0.0.1:0"}));
+    procs.push_back(std::make_unique<Process>(std::vector<std::string>{bin, "server", "--listen", "127.0.0.1:0"}));
     ASSERT_TRUE(procs.back()->WaitForOutput("listening on", milliseconds(10000))) << procs.back()->err();
     std::smatch m;
     const std::string out = procs.back()->out();
@@ -171,7 +173,7 @@ TEST(PluginBench, MultiHostRanksAgainstRunningServers) {
   const std::string rendezvous = "127.0.0.1:" + std::to_string(FreePort());
   std::vector<std::unique_ptr<Process>> ranks;
   for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> argv = {Bin(),       "bench", "--rank",       std::to_string(r),
+    std::vector<std::string> argv = {bin,         "bench", "--rank",       std::to_string(r),
                                      "--nranks",  "2",     "--rendezvous", rendezvous,
                                      "--servers", servers, "--through",    "nccl-plugin",
                                      "-b",        "1M",    "-e",           "1M",
@@ -187,8 +189,9 @@ TEST(PluginBench, MultiHostRanksAgainstRunningServers) {
 }
 
 TEST(PluginBench, MissingPluginSaysWhereToPointIt) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
-  RunResult r = RunToEnd({Bin(), "bench", "--nranks", "2", "--through", "nccl-plugin", "--plugin",
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  RunResult r = RunToEnd({bin, "bench", "--nranks", "2", "--through", "nccl-plugin", "--plugin",
                           "/nonexistent/libnccl-net-optcast.so", "-b", "8", "-e", "8"},
                          milliseconds(30000));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
@@ -197,10 +200,10 @@ TEST(PluginBench, MissingPluginSaysWhereToPointIt) {
 
 // NCCL sums through CollNet and divides on the GPU, so the plugin path has no avg to measure.
 TEST(PluginBench, AvgIsRefusedBeforeAnyRankStarts) {
-  if (Bin().empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
-  RunResult r =
-      RunToEnd({Bin(), "bench", "--nranks", "2", "--through", "nccl-plugin", "-o", "avg", "-b", "8", "-e", "8"},
-               milliseconds(30000));
+  const std::string bin = OptcastBinary();
+  if (bin.empty()) GTEST_SKIP() << "OPTCAST_BIN is not set (run through ctest)";
+  RunResult r = RunToEnd({bin, "bench", "--nranks", "2", "--through", "nccl-plugin", "-o", "avg", "-b", "8", "-e", "8"},
+                         milliseconds(30000));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("use -o sum for the plugin path"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("# algo:"), std::string::npos) << r.out;
