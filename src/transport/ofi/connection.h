@@ -126,7 +126,7 @@ class FabricConnection final : public Connection {
   // Reads every completion and error available, whatever it says; false if the queue failed.
   bool ReapCompletions();
   void DiscardUnexpected();
-  // StartDial's connect and address exchange, as far as they go without waiting.
+  // StartDial's connect and address exchange, as far as they go without waiting (connection_dial.cc).
   Status AdvanceDial();
   Status WatchControl(bool writable);
   // Releases the registrations of messages no operation can touch any more.
