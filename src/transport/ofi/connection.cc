@@ -5,7 +5,6 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -100,9 +99,8 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket cont
   recv_ops_.resize(kRecvSlots);
 
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epfd_ < 0 || evfd_ < 0) return InternalError(std::string("epoll/eventfd: ") + std::strerror(errno));
-  for (int fd : {cq_fd_, evfd_, control_.fd()}) {
+  if (epfd_ < 0 || waker_.fd() < 0) return InternalError(std::string("epoll/eventfd: ") + std::strerror(errno));
+  for (int fd : {cq_fd_, waker_.fd(), control_.fd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN | (fd == control_.fd() ? EPOLLRDHUP : 0u);
     ev.data.fd = fd;
@@ -129,7 +127,6 @@ FabricConnection::~FabricConnection() {
     fabric_->Release(recv_mr_);
   }
   if (epfd_ >= 0) close(epfd_);
-  if (evfd_ >= 0) close(evfd_);
 }
 
 Status FabricConnection::SetPeerAddress(const std::vector<uint8_t>& address) {
@@ -413,7 +410,7 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
 
 Status FabricConnection::ReadAvailable(MessageHandler& handler, size_t) {
   if (!broken_.ok()) return broken_;
-  DrainEventFd();
+  waker_.Drain();
   if (dialing_) {
     if (Status st = AdvanceDial(); !st.ok()) {
       BreakOff(st);
@@ -458,17 +455,7 @@ void FabricConnection::Rearm() {
     fid* f = &cq_->fid;
     again = fi_trywait(fabric_->fabric(), &f, 1) != FI_SUCCESS;
   }
-  if (again) {
-    uint64_t one = 1;
-    ssize_t r = write(evfd_, &one, sizeof(one));
-    (void)r;
-  }
-}
-
-void FabricConnection::DrainEventFd() {
-  uint64_t v;
-  ssize_t r = read(evfd_, &v, sizeof(v));
-  (void)r;
+  if (again) waker_.Wake();
 }
 
 void FabricConnection::BreakOff(const Status& why) {
@@ -484,9 +471,7 @@ void FabricConnection::BreakOff(const Status& why) {
   posted_.clear();
   queued_.clear();
   // Readable for good: the owner learns of the break on its next read.
-  uint64_t one = 1;
-  ssize_t r = write(evfd_, &one, sizeof(one));
-  (void)r;
+  waker_.Wake();
 }
 
 // ofi_rxm (libfabric 1.17) closes a connection's endpoint first and only then handles the
@@ -624,7 +609,7 @@ void FabricConnection::ShutdownWrite() {
 }
 
 bool FabricConnection::DiscardAvailable() {
-  DrainEventFd();
+  waker_.Drain();
   if (dialing_ && broken_.ok()) {
     if (Status st = AdvanceDial(); !st.ok()) {
       BreakOff(st);
