@@ -5,7 +5,6 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,7 +17,6 @@
 
 #include "common/env.h"
 #include "common/little_endian.h"
-#include "transport/ofi/address.h"
 #include "transport/ofi/libfabric.h"
 
 namespace optcast::transport::ofi {
@@ -101,9 +99,8 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket cont
   recv_ops_.resize(kRecvSlots);
 
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epfd_ < 0 || evfd_ < 0) return InternalError(std::string("epoll/eventfd: ") + std::strerror(errno));
-  for (int fd : {cq_fd_, evfd_, control_.fd()}) {
+  if (epfd_ < 0 || waker_.fd() < 0) return InternalError(std::string("epoll/eventfd: ") + std::strerror(errno));
+  for (int fd : {cq_fd_, waker_.fd(), control_.fd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN | (fd == control_.fd() ? EPOLLRDHUP : 0u);
     ev.data.fd = fd;
@@ -111,83 +108,6 @@ Status FabricConnection::Init(std::shared_ptr<Fabric> fabric, posix::Socket cont
       return InternalError(std::string("epoll_ctl: ") + std::strerror(errno));
     }
   }
-  return Status::Ok();
-}
-
-Status FabricConnection::StartDial(std::shared_ptr<Fabric> fabric, posix::Socket connecting, uint64_t max_payload,
-                                   std::string peer, std::unique_ptr<FabricConnection>* out) {
-  std::unique_ptr<FabricConnection> c(new FabricConnection());
-  OPTCAST_RETURN_IF_ERROR(c->Init(std::move(fabric), std::move(connecting), max_payload, std::move(peer)));
-  c->dialing_ = true;
-  c->dial_out_ = EncodeAddress(c->fabric_->provider(), c->local_address_);
-  // Writable: the connect finished (or failed); fd() turns readable then.
-  OPTCAST_RETURN_IF_ERROR(c->WatchControl(true));
-  *out = std::move(c);
-  return Status::Ok();
-}
-
-Status FabricConnection::WatchControl(bool writable) {
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | (writable ? EPOLLOUT : 0u);
-  ev.data.fd = control_.fd();
-  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, control_.fd(), &ev) != 0) {
-    return InternalError(std::string("epoll_ctl: ") + std::strerror(errno));
-  }
-  return Status::Ok();
-}
-
-Status FabricConnection::AdvanceDial() {
-  const std::string who = "server " + peer_;
-  if (!dial_connected_) {
-    OPTCAST_RETURN_IF_ERROR(posix::CheckConnect(control_.fd(), peer_, &dial_connected_));
-    if (!dial_connected_) return Status::Ok();
-  }
-  if (dial_sent_ < dial_out_.size()) {
-    while (dial_sent_ < dial_out_.size()) {
-      const ssize_t n = ::send(control_.fd(), dial_out_.data() + dial_sent_, dial_out_.size() - dial_sent_,
-                               MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) {
-        dial_sent_ += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
-      return UnavailableError("send to " + who + " failed: " + std::strerror(errno));
-    }
-    // All sent: from now on only the answer matters, and a writable socket would keep waking us.
-    OPTCAST_RETURN_IF_ERROR(WatchControl(false));
-  }
-  uint8_t buf[1024];
-  for (;;) {
-    const ssize_t n = ::recv(control_.fd(), buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) {
-      dial_in_.insert(dial_in_.end(), buf, buf + n);
-      if (dial_in_.size() > 8 + 2 * kMaxAddressField) return ProtocolError(who + " sent more than its fabric address");
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n == 0) {
-      return UnavailableError(who +
-                              " closed the connection before answering with its fabric address; is it an Optcast "
-                              "server using the ofi transport?");
-    }
-    return UnavailableError("receive from " + who + " failed: " + std::strerror(errno));
-  }
-  if (dial_in_.size() < 8) return Status::Ok();
-  size_t plen = 0, alen = 0;
-  OPTCAST_RETURN_IF_ERROR(CheckAddressHead(dial_in_.data(), who, &plen, &alen));
-  if (dial_in_.size() < 8 + plen + alen) return Status::Ok();
-  if (dial_in_.size() > 8 + plen + alen) return ProtocolError(who + " sent more than its fabric address");
-  const auto* b = dial_in_.data();
-  const std::string provider(b + 8, b + 8 + plen);
-  const std::vector<uint8_t> address(b + 8 + plen, b + 8 + plen + alen);
-  if (address.empty()) return InvalidArgument(who + " refused the fabric connection: " + provider);
-  OPTCAST_RETURN_IF_ERROR(SetPeerAddress(address));
-  dialing_ = false;
-  dial_out_.clear();
-  dial_in_.clear();
-  if (shut_after_dial_) ::shutdown(control_.fd(), SHUT_WR);
   return Status::Ok();
 }
 
@@ -207,7 +127,6 @@ FabricConnection::~FabricConnection() {
     fabric_->Release(recv_mr_);
   }
   if (epfd_ >= 0) close(epfd_);
-  if (evfd_ >= 0) close(evfd_);
 }
 
 Status FabricConnection::SetPeerAddress(const std::vector<uint8_t>& address) {
@@ -491,7 +410,7 @@ Status FabricConnection::Deliver(MessageHandler& handler) {
 
 Status FabricConnection::ReadAvailable(MessageHandler& handler, size_t) {
   if (!broken_.ok()) return broken_;
-  DrainEventFd();
+  waker_.Drain();
   if (dialing_) {
     if (Status st = AdvanceDial(); !st.ok()) {
       BreakOff(st);
@@ -536,17 +455,7 @@ void FabricConnection::Rearm() {
     fid* f = &cq_->fid;
     again = fi_trywait(fabric_->fabric(), &f, 1) != FI_SUCCESS;
   }
-  if (again) {
-    uint64_t one = 1;
-    ssize_t r = write(evfd_, &one, sizeof(one));
-    (void)r;
-  }
-}
-
-void FabricConnection::DrainEventFd() {
-  uint64_t v;
-  ssize_t r = read(evfd_, &v, sizeof(v));
-  (void)r;
+  if (again) waker_.Wake();
 }
 
 void FabricConnection::BreakOff(const Status& why) {
@@ -562,9 +471,7 @@ void FabricConnection::BreakOff(const Status& why) {
   posted_.clear();
   queued_.clear();
   // Readable for good: the owner learns of the break on its next read.
-  uint64_t one = 1;
-  ssize_t r = write(evfd_, &one, sizeof(one));
-  (void)r;
+  waker_.Wake();
 }
 
 // ofi_rxm (libfabric 1.17) closes a connection's endpoint first and only then handles the
@@ -702,7 +609,7 @@ void FabricConnection::ShutdownWrite() {
 }
 
 bool FabricConnection::DiscardAvailable() {
-  DrainEventFd();
+  waker_.Drain();
   if (dialing_ && broken_.ok()) {
     if (Status st = AdvanceDial(); !st.ok()) {
       BreakOff(st);

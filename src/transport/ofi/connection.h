@@ -12,6 +12,7 @@
 #include "transport/connection.h"
 #include "transport/ofi/fabric.h"
 #include "transport/out_queue.h"
+#include "transport/posix/poller.h"
 #include "transport/posix/socket.h"
 
 namespace optcast::transport::ofi {
@@ -126,13 +127,12 @@ class FabricConnection final : public Connection {
   // Reads every completion and error available, whatever it says; false if the queue failed.
   bool ReapCompletions();
   void DiscardUnexpected();
-  // StartDial's connect and address exchange, as far as they go without waiting.
+  // StartDial's connect and address exchange, as far as they go without waiting (connection_dial.cc).
   Status AdvanceDial();
   Status WatchControl(bool writable);
   // Releases the registrations of messages no operation can touch any more.
   void ReleasePosted(Posted& p);
   void ReleaseReceive();
-  void DrainEventFd();
 
   std::shared_ptr<Fabric> fabric_;
   posix::Socket control_;
@@ -144,7 +144,7 @@ class FabricConnection final : public Connection {
   fid_av* av_ = nullptr;
   fi_addr_t peer_addr_ = FI_ADDR_UNSPEC;
   int epfd_ = -1;
-  int evfd_ = -1;
+  Waker waker_;  // raised by Rearm and BreakOff, drained by each read
   int cq_fd_ = -1;
   Status broken_;
   bool peer_closed_ = false;

@@ -41,6 +41,9 @@ class Waker {
  public:
   Waker();
   ~Waker();
+  Waker(const Waker&) = delete;  // one owner closes the eventfd
+  Waker& operator=(const Waker&) = delete;
+  // Negative when the eventfd could not be made.
   int fd() const { return fd_; }
   void Wake();
   void Drain();
