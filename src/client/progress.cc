@@ -19,9 +19,12 @@ namespace optcast::client {
 // same order, so that a server has chunk k from every rank soon after the first one. Each
 // chunk is handed to its connection at once: the host sends the links' bytes in the order they
 // were written, and a link written in one piece goes out whole before the next link's first
-// chunk, so that every server waits for the last link's turn (docs/benchmarks.md).
+// chunk, so that every server waits for the last link's turn (docs/benchmarks.md). With one
+// link there is no other turn to wait for: its chunks go out together, in one write, when the
+// caller flushes.
 void ServerCommunicator::FillWindows() {
   const size_t n = servers_.size();
+  const bool flush_each_chunk = n > 1;
   for (bool sent = true; sent;) {
     sent = false;
     for (size_t i = 0; i < n; ++i) {
@@ -45,7 +48,7 @@ void ServerCommunicator::FillWindows() {
       s.window.OnSent(bytes);
       if (ps.next == ps.chunks.size()) s.queue.pop_front();
       s.conn->Send(std::move(msg));
-      FlushLink(s);  // may fail the link, and with it requests queued on other links
+      if (flush_each_chunk) FlushLink(s);  // may fail the link, and with it requests queued on other links
       sent = true;
     }
   }

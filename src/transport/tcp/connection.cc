@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kStagingBytes = 64 * 1024;
 constexpr size_t kMaxIov = 64;
+// A payload remainder at least this long is received straight into its destination; a shorter
+// one is read through staging with whatever follows it (many small messages, one syscall).
+constexpr size_t kDirectReceiveBytes = 4096;
 
 }  // namespace
 
@@ -139,6 +142,7 @@ Status StreamConnection::ParseFromStaging(MessageHandler& handler, bool* progres
     if (state_ == ReadState::kMeta) {
       if (avail < meta_len_) return Status::Ok();
       std::span<const uint8_t> meta(staging_.data() + staged_begin_, meta_len_);
+      next_is_bulk_ = payload_len_ >= kDirectReceiveBytes;
       payload_dst_ = nullptr;
       OPTCAST_RETURN_IF_ERROR(handler.OnMessageMeta(*this, meta, payload_len_, &payload_dst_));
       staged_begin_ += meta_len_;
@@ -218,19 +222,31 @@ Status StreamConnection::ReadAvailable(MessageHandler& handler, size_t budget) {
     OPTCAST_RETURN_IF_ERROR(ParseFromStaging(handler, &progressed));
     if (consumed >= budget) return Status::Ok();
     ssize_t n;
-    if (state_ == ReadState::kPayload && staged_begin_ == staged_end_ &&
-        payload_len_ - payload_done_ >= staging_.size() / 2) {
-      // Large remainder: receive straight into the destination.
-      n = ::recv(socket_.fd(), payload_dst_ + payload_done_, static_cast<size_t>(payload_len_ - payload_done_),
-                 MSG_DONTWAIT);
+    size_t asked;
+    if (state_ == ReadState::kPayload && payload_len_ - payload_done_ >= kDirectReceiveBytes) {
+      // A large remainder goes straight into its destination, and the same call reads the frame
+      // header and meta of the message after it into staging: one syscall a message when a
+      // stream of chunks is queued, and no copy of their payloads. The tail is as long as this
+      // message's own header (the next one is likely alike): longer would pull the next payload
+      // into staging, to be copied out again.
+      staged_begin_ = staged_end_ = 0;  // ParseFromStaging drained it into the payload
+      const size_t rest = static_cast<size_t>(payload_len_ - payload_done_);
+      iovec iov[2] = {{payload_dst_ + payload_done_, rest},
+                      {staging_.data(), std::min(staging_.size(), kFrameHeaderSize + meta_len_)}};
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = 2;
+      asked = rest + iov[1].iov_len;
+      n = ::recvmsg(socket_.fd(), &mh, MSG_DONTWAIT);
       if (n > 0) {
-        payload_done_ += static_cast<uint64_t>(n);
-        consumed += static_cast<size_t>(n);
+        const size_t got = static_cast<size_t>(n);
+        payload_done_ += std::min(got, rest);
+        staged_end_ = got > rest ? got - rest : 0;
+        consumed += got;
         if (payload_done_ == payload_len_) {
           state_ = ReadState::kHeader;
           OPTCAST_RETURN_IF_ERROR(handler.OnMessageComplete(*this));
         }
-        continue;
       }
     } else {
       if (staged_begin_ == staged_end_) {
@@ -240,12 +256,27 @@ Status StreamConnection::ReadAvailable(MessageHandler& handler, size_t budget) {
         staged_end_ -= staged_begin_;
         staged_begin_ = 0;
       }
-      n = ::recv(socket_.fd(), staging_.data() + staged_end_, staging_.size() - staged_end_, MSG_DONTWAIT);
+      asked = staging_.size() - staged_end_;
+      if (next_is_bulk_ && state_ == ReadState::kHeader && staged_end_ == 0) {
+        // After a large payload, expect another: read its header alone, so that the payload
+        // goes straight to its destination rather than through staging.
+        asked = std::min(asked, kFrameHeaderSize + meta_len_);
+      }
+      n = ::recv(socket_.fd(), staging_.data() + staged_end_, asked, MSG_DONTWAIT);
       if (n > 0) {
         staged_end_ += static_cast<size_t>(n);
         consumed += static_cast<size_t>(n);
-        continue;
       }
+    }
+    if (n > 0) {
+      // A short read took all the socket held. Between messages, return: readiness is
+      // level-triggered, so the next message wakes the owner again, and asking now would only
+      // hear EAGAIN. Inside one, read on: the rest of a large payload is usually arriving.
+      if (static_cast<size_t>(n) < asked) {
+        OPTCAST_RETURN_IF_ERROR(ParseFromStaging(handler, &progressed));
+        if (state_ == ReadState::kHeader) return Status::Ok();
+      }
+      continue;
     }
     if (n == 0) return UnavailableError("connection to " + peer_ + " closed by the peer");
     if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();

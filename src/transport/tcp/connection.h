@@ -65,7 +65,8 @@ class StreamConnection final : public Connection {
   bool connecting_ = false;
 
   // Receive side: small reads go through a staging buffer so that several small messages cost
-  // one syscall; large payloads are read straight into their destination.
+  // one syscall; a large payload is read straight into its destination, together with the
+  // header of the message after it (ReadAvailable).
   std::vector<uint8_t> staging_;
   size_t staged_begin_ = 0;
   size_t staged_end_ = 0;
@@ -74,6 +75,7 @@ class StreamConnection final : public Connection {
   uint64_t payload_len_ = 0;
   uint64_t payload_done_ = 0;
   uint8_t* payload_dst_ = nullptr;
+  bool next_is_bulk_ = false;  // the last message had a large payload: the next likely has one too
 
   // Send side.
   OutQueue out_;
