@@ -102,6 +102,20 @@ TEST(Tree, Depth2EveryTypeAndOp) {
   ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), AllOps()));
 }
 
+// Lanes asked of every server (--io-threads 3): a server in a tree runs one lane, the rule that
+// keeps a tree job combined in one place, and its link to the parent joins the parent's lane 0.
+TEST(Tree, Depth3WithLanesAskedRunsOneLanePerServer) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  server::ServerOptions o = TreeServerOptions();
+  o.io_threads = 3;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 200, AllTypes(), {RedOp::kSum, RedOp::kMax}));
+  for (size_t i = 0; i < shape.parent.size(); ++i) {
+    EXPECT_EQ(farm.server(static_cast<int>(i)).stats().lanes, 1u) << "server " << i;
+  }
+}
+
 TEST(Tree, Depth3EveryTypeAndOp) {
   const TreeShape shape = Depth3();
   TreeFarm farm;
