@@ -84,13 +84,24 @@ Status Lane::OnHello(ConnState* cs, const wire::Hello& h) {
     return loop_.Refuse(cs, InvalidArgument(fmt::format("a hello for lane {}, but this server has {} lane{} (0..{})",
                                                         h.lane, lanes_, lanes_ == 1 ? "" : "s", lanes_ - 1)));
   }
-  if ((h.flags & wire::kHelloFromServer) != 0 && lanes_ > 1) {
-    // A tree job is combined in one place: its direct ranks would join every lane, its
-    // downstream servers only one.
-    return loop_.Refuse(cs, InvalidArgument(fmt::format(
-                                "a downstream server joins, but this server runs {} lanes and a tree's parent runs "
-                                "one: start it with --topology (a root with children) or --io-threads 1",
-                                lanes_)));
+  if (lanes_ > 1) {
+    // A job is combined in one place per lane. Its downstream servers join lane 0 only, while
+    // its ranks join every lane, so on a server of several lanes a job has one kind of member
+    // or the other. Every hello passes here first (on the listening lane 0), so lane 0's table
+    // knows every member of the job.
+    const bool from_server = (h.flags & wire::kHelloFromServer) != 0;
+    if (std::shared_ptr<Job> job = jobs_.Find(h.job_id)) {
+      for (const auto& [index, p] : job->participants) {
+        if (p.conn == nullptr || p.conn->server_member == from_server) continue;
+        return loop_.Refuse(
+            cs, InvalidArgument(fmt::format(
+                    "job {} has {} here and a {} joins, but this server runs {} lanes, and a job with both ranks "
+                    "and downstream servers is combined on one: start this server with --topology (a root with "
+                    "children) or --io-threads 1",
+                    job->hex, from_server ? "ranks" : "downstream servers", from_server ? "downstream server" : "rank",
+                    lanes_)));
+      }
+    }
   }
   if (h.lane != static_cast<uint32_t>(index_)) {
     if (cs->job || cs->challenged || cs->hand_off_lane >= 0) return ProtocolError("second hello on one connection");

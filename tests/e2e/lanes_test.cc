@@ -81,19 +81,43 @@ TEST(E2eLanesProtocol, AHelloForALaneTheServerLacksIsRefused) {
   EXPECT_EQ(farm.WaitIdle(), "");
 }
 
-// A tree's parent runs one lane: a downstream server joining a server of several is told so.
-TEST(E2eLanesProtocol, ADownstreamServerIsRefusedByAServerOfSeveralLanes) {
+// A server of several lanes takes downstream servers (a tree's root, on lane 0) and ranks (on
+// every lane), but not both in one job: a tree job is combined in one place.
+TEST(E2eLanesProtocol, AJobOnAServerOfSeveralLanesHasRanksOrDownstreamServersNotBoth) {
   if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
   ServerFarm farm;
   E2E_ASSERT_OK(farm.Start(1, WithLanes(2)));
-  wire::Hello h;
-  h.job_id = JobId::Random().bytes;
-  h.nranks = 2;
-  h.flags = wire::kHelloFromServer;
-  const int fd = RawConnect(farm.port(0));
-  ASSERT_TRUE(SendRaw(fd, Frame(wire::EncodeHello(h), 0)));
-  ExpectErrorThenClose(fd, Code::kInvalidArgument, {"2 lanes", "--io-threads 1"}, "downstream server");
-  ::close(fd);
+  auto hello = [](const JobId& job, uint32_t flags) {
+    wire::Hello h;
+    h.job_id = job.bytes;
+    h.nranks = 2;
+    h.flags = flags;
+    return Frame(wire::EncodeHello(h), 0);
+  };
+  auto expect_welcome = [](int fd, const char* what) {
+    const std::vector<uint8_t> reply = ReadMeta(fd);
+    wire::Message msg;
+    ASSERT_TRUE(wire::Decode(reply, &msg).ok()) << what;
+    EXPECT_EQ(msg.type, wire::MsgType::kWelcome) << what << ": " << msg.error.text;
+  };
+  // A job of downstream servers only: welcomed, as a root's.
+  const JobId tree_job = JobId::Random();
+  const int child = RawConnect(farm.port(0));
+  ASSERT_TRUE(SendRaw(child, hello(tree_job, wire::kHelloFromServer)));
+  expect_welcome(child, "a downstream server");
+  // A rank of that job: refused, naming the fix.
+  const int rank_fd = RawConnect(farm.port(0));
+  ASSERT_TRUE(SendRaw(rank_fd, hello(tree_job, 0)));
+  ExpectErrorThenClose(rank_fd, Code::kInvalidArgument, {"2 lanes", "--io-threads 1", "--topology"}, "a rank");
+  // And the other way round: a downstream server of a job that has a rank here.
+  const JobId flat_job = JobId::Random();
+  const int first = RawConnect(farm.port(0));
+  ASSERT_TRUE(SendRaw(first, hello(flat_job, 0)));
+  expect_welcome(first, "a rank");
+  const int late_child = RawConnect(farm.port(0));
+  ASSERT_TRUE(SendRaw(late_child, hello(flat_job, wire::kHelloFromServer)));
+  ExpectErrorThenClose(late_child, Code::kInvalidArgument, {"2 lanes", "--io-threads 1"}, "a downstream server");
+  for (int fd : {child, rank_fd, first, late_child}) ::close(fd);
   EXPECT_EQ(farm.WaitIdle(), "");
 }
 

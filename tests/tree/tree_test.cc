@@ -116,6 +116,20 @@ TEST(Tree, Depth3WithLanesAskedRunsOneLanePerServer) {
   }
 }
 
+// A root started as a plain server of 2 lanes, its children naming it with --upstream and every
+// rank at a leaf: it keeps its lanes, and the children's job is combined on its lane 0.
+TEST(Tree, ARootOfTwoLanesWithoutTopologyCombinesItsChildrenOnLaneZero) {
+  const TreeShape shape{{-1, 0, 0}, {1, 2, 1, 2}};
+  TreeFarm farm;
+  farm.mark_roots = false;
+  server::ServerOptions o = TreeServerOptions();
+  o.io_threads = 2;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), {RedOp::kSum, RedOp::kMax}));
+  EXPECT_EQ(farm.server(0).stats().lanes, 2u) << "the root";
+  EXPECT_EQ(farm.server(1).stats().lanes, 1u) << "a leaf";
+}
+
 TEST(Tree, Depth3EveryTypeAndOp) {
   const TreeShape shape = Depth3();
   TreeFarm farm;
