@@ -23,6 +23,7 @@ struct BenchOptions {
   // Local mode: this many rank processes and servers on this machine.
   int nranks = 4;
   int nservers = 2;
+  int io_threads = 0;  // lanes of each local server (0: the server's default)
   std::string host = "127.0.0.1";
   // tcp or ofi; empty: OPTCAST_TRANSPORT, else tcp.
   std::string transport;

@@ -16,7 +16,7 @@ namespace optcast::tools {
 LocalCluster::~LocalCluster() { StopServers(); }
 
 Status LocalCluster::StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
-                                  transport::Kind transport) {
+                                  transport::Kind transport, int io_threads) {
   addresses->clear();
   for (int i = 0; i < count; ++i) {
     int fds[2];
@@ -28,6 +28,7 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
           server::ServerOptions opts;
           opts.listen = {host, 0};
           opts.transport.kind = transport;
+          opts.io_threads = io_threads;
           server::Server srv(opts);
           Status st = srv.Start();
           uint32_t port = st.ok() ? srv.port() : 0;

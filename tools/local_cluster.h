@@ -18,9 +18,10 @@ class LocalCluster {
  public:
   ~LocalCluster();
 
-  // Starts `count` servers on `host`, each on a free port; fills `addresses` ("host:port").
+  // Starts `count` servers on `host`, each on a free port with `io_threads` lanes (0: the
+  // server's default); fills `addresses` ("host:port").
   Status StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
-                      transport::Kind transport = transport::Kind::kTcp);
+                      transport::Kind transport = transport::Kind::kTcp, int io_threads = 0);
   // Runs body(rank) in `nranks` child processes; returns when all exit. Fails if any exits non-zero
   // or if they outlive `limit` (then all are killed).
   Status RunRanks(int nranks, const std::function<int(int rank)>& body, std::chrono::seconds limit);

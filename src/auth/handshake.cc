@@ -31,6 +31,7 @@ Status JoinHandshake::OnMessage(const wire::Message& msg, std::vector<uint8_t>* 
       max_payload_ = msg.welcome.max_payload;
       in_tree_ = (msg.welcome.flags & wire::kWelcomeInTree) != 0;
       link_rate_bits_ = msg.welcome.link_rate_bits;
+      lanes_ = msg.welcome.lanes;
       return Status::Ok();
     case wire::MsgType::kError: return Status(msg.error.code, peer_ + " refused " + member_ + ": " + msg.error.text);
     default:

@@ -40,6 +40,8 @@ class JoinHandshake {
   bool in_tree() const { return in_tree_; }
   // The rate of the server's port in bit/s (from its welcome; 0: unknown).
   uint64_t link_rate_bits() const { return link_rate_bits_; }
+  // The server's lanes (from its welcome), each joined on a connection of its own.
+  uint32_t lanes() const { return lanes_; }
 
  private:
   wire::Hello hello_;
@@ -52,6 +54,7 @@ class JoinHandshake {
   uint64_t max_payload_ = 0;
   bool in_tree_ = false;
   uint64_t link_rate_bits_ = 0;
+  uint32_t lanes_ = 1;
 };
 
 }  // namespace optcast::auth

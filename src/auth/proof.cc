@@ -38,6 +38,7 @@ wire::Mac ComputeProof(const std::string& secret, const wire::Nonce& nonce, cons
   PutU32(msg, hello.nranks);
   PutU32(msg, hello.rank);
   PutU32(msg, hello.flags);
+  PutU32(msg, hello.lane);  // a proof is for one lane's connection
   wire::Mac mac{};
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg.data(), msg.size(), mac.data(), &len);

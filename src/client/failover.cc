@@ -160,6 +160,13 @@ void Failover::LoseServer(ServerLink& link, const Status& why, bool tell) {
     observe::TraceInstant("server lost", "client", a);
   }
   report_due_ = true;
+  // A dead server takes all its lanes: they go in the same report, so that the job agrees on the
+  // server's death once, not lane by lane.
+  for (ServerLink& sibling : links_) {
+    if (sibling.server == link.server && !sibling.failed) {
+      LoseServer(sibling, UnavailableError(fmt::format("{} went with {}", sibling.address, link.address)), tell);
+    }
+  }
 }
 
 // In an aggregation tree a server of the tree the job drops may still be alive, with ranks of

@@ -2,6 +2,7 @@
 
 #include "client/handshake.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -64,7 +65,7 @@ Status Exchange(transport::Connection& conn, std::vector<uint8_t> request, Deadl
 
 }  // namespace
 
-Status JoinServer(transport::Dialer& dialer, const std::string& server, const CommunicatorOptions& opts,
+Status JoinServer(transport::Dialer& dialer, const std::string& server, uint32_t lane, const CommunicatorOptions& opts,
                   Deadline connect_deadline, JoinedServer* out) {
   transport::Endpoint ep;
   OPTCAST_RETURN_IF_ERROR(transport::ParseEndpoint(server, &ep, wire::kDefaultPort));
@@ -74,7 +75,8 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   hello.job_id = opts.job_id.bytes;
   hello.nranks = static_cast<uint32_t>(opts.nranks);
   hello.rank = static_cast<uint32_t>(opts.rank);
-  const std::string peer = "server " + ep.ToString();
+  hello.lane = lane;
+  const std::string peer = "server " + ep.ToString() + (lane == 0 ? "" : fmt::format(" (lane {})", lane));
   auth::JoinHandshake join(hello, opts.secret, peer, "rank " + std::to_string(opts.rank),
                            "set OPTCAST_SECRET_FILE to the file holding the deployment's secret (the one the servers "
                            "use)");
@@ -93,6 +95,7 @@ Status JoinServer(transport::Dialer& dialer, const std::string& server, const Co
   out->max_payload = join.max_payload();
   out->in_tree = join.in_tree();
   out->link_rate_bits = join.link_rate_bits();
+  out->lanes = join.lanes();
   out->conn = std::move(conn);
   out->early.assign(std::make_move_iterator(catcher.metas.begin()), std::make_move_iterator(catcher.metas.end()));
   return Status::Ok();

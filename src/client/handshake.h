@@ -22,8 +22,9 @@ namespace optcast::client {
 struct JoinedServer {
   std::string address;  // the endpoint as dialed, for messages
   uint64_t max_payload = 0;
-  bool in_tree = false;  // the server is part of an aggregation tree
+  bool in_tree = false;         // the server is part of an aggregation tree
   uint64_t link_rate_bits = 0;  // the server's port rate, bit/s (0: unknown)
+  uint32_t lanes = 1;           // the server's lanes (wire::Welcome::lanes)
   std::unique_ptr<transport::Connection> conn;
   // Messages that arrived right behind the welcome, in order (payload-free: the rank has sent no
   // chunk yet). A transport may hand several messages to one read, and one of them may be the
@@ -31,9 +32,10 @@ struct JoinedServer {
   std::vector<std::vector<uint8_t>> early;
 };
 
-// Dials `server` ("host:port") within connect_deadline and joins the job of `opts` on it as
-// opts.rank. Errors name the server and, where the server refused, carry its code and reason.
-Status JoinServer(transport::Dialer& dialer, const std::string& server, const CommunicatorOptions& opts,
+// Dials `server` ("host:port") within connect_deadline and joins the job of `opts` on its lane
+// `lane` as opts.rank. Errors name the server and, where the server refused, carry its code and
+// reason.
+Status JoinServer(transport::Dialer& dialer, const std::string& server, uint32_t lane, const CommunicatorOptions& opts,
                   Deadline connect_deadline, JoinedServer* out);
 
 }  // namespace optcast::client

@@ -41,20 +41,50 @@ ServerCommunicator::~ServerCommunicator() {
 Status ServerCommunicator::Connect() {
   const Deadline connect_deadline = Deadline::After(opts_.connect_timeout);
   OPTCAST_RETURN_IF_ERROR(transport::Dialer::Create(TransportOptionsFor(opts_, transport_), &dialer_));
-  for (const std::string& addr : opts_.servers) {
-    JoinedServer joined;
-    OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, addr, opts_, connect_deadline, &joined));
-    ServerLink link;
-    link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(opts_.servers.size())));
-    link.address = std::move(joined.address);
-    link.max_payload = joined.max_payload;
-    if (joined.link_rate_bits != 0 && (link_rate_bits_ == 0 || joined.link_rate_bits < link_rate_bits_)) {
-      link_rate_bits_ = joined.link_rate_bits;
+  // Each server's lane 0 first: its welcome says how many lanes it has, each joined on a
+  // connection of its own.
+  std::vector<std::vector<JoinedServer>> joined(opts_.servers.size());
+  size_t links = 0;
+  for (size_t i = 0; i < opts_.servers.size(); ++i) {
+    JoinedServer first;
+    OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, opts_.servers[i], 0, opts_, connect_deadline, &first));
+    // A server in a tree relays a job through its lane 0 only (the server runs one lane there).
+    const uint32_t lanes = first.in_tree ? 1 : first.lanes;
+    joined[i].push_back(std::move(first));
+    for (uint32_t lane = 1; lane < lanes; ++lane) {
+      JoinedServer more;
+      OPTCAST_RETURN_IF_ERROR(JoinServer(*dialer_, opts_.servers[i], lane, opts_, connect_deadline, &more));
+      joined[i].push_back(std::move(more));
     }
-    in_tree_ = in_tree_ || joined.in_tree;
-    link.conn = std::move(joined.conn);
-    link.early = std::move(joined.early);
-    servers_.push_back(std::move(link));
+    links += lanes;
+  }
+  // Failover names dead links in a 64-bit mask (wire::FailoverReport).
+  if (links > 64) {
+    return InvalidArgument(
+        fmt::format("the {} servers have {} lanes in all; a communicator takes at most 64 (start "
+                    "servers with fewer --io-threads, or give fewer servers)",
+                    opts_.servers.size(), links));
+  }
+  // Lane-major: lane 0 of every server, then lane 1..., so that a collective striped over fewer
+  // links than there are (a small one) still spreads over servers first.
+  for (uint32_t lane = 0; servers_.size() < links; ++lane) {
+    for (size_t i = 0; i < joined.size(); ++i) {
+      if (lane >= joined[i].size()) continue;
+      JoinedServer& j = joined[i][lane];
+      ServerLink link;
+      link.window = SendWindow(opts_.window, SteadyWindowChunks(opts_.nranks, static_cast<int>(links)));
+      link.server = i;
+      link.lane = lane;
+      link.address = lane == 0 ? std::move(j.address) : fmt::format("{} (lane {})", j.address, lane);
+      link.max_payload = j.max_payload;
+      // The lanes of a server share its port.
+      const uint64_t rate = j.link_rate_bits / joined[i].size();
+      if (rate != 0 && (link_rate_bits_ == 0 || rate < link_rate_bits_)) link_rate_bits_ = rate;
+      in_tree_ = in_tree_ || j.in_tree;
+      link.conn = std::move(j.conn);
+      link.early = std::move(j.early);
+      servers_.push_back(std::move(link));
+    }
   }
   uint64_t min_max_payload = UINT64_MAX;
   for (auto& s : servers_) min_max_payload = std::min(min_max_payload, s.max_payload);

@@ -32,8 +32,13 @@ struct PendingSends {
   std::vector<uint8_t> flags;  // per chunk (wire::kChunkResultCopy...), or empty: none
 };
 
+// One per (server, lane): a server of k lanes (wire::Welcome::lanes) has k links, and
+// everything keyed by a link's index (striping, failover's server places, stall queries) sees
+// its lanes as servers.
 struct ServerLink {
   size_t index = 0;
+  size_t server = 0;  // the server's place in CommunicatorOptions::servers
+  uint32_t lane = 0;
   bool failed = false;
   std::string address;
   std::unique_ptr<transport::Connection> conn;

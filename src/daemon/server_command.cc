@@ -44,6 +44,7 @@ struct Flags {
   bool insecure = false;
   int shutdown_timeout_ms = 30000;
   std::string log_level = "info";
+  int io_threads = 0;
   int reduce_threads = -1;
   double reduce_offload_share = 0.2;
   std::string link_rate = "auto";
@@ -228,6 +229,7 @@ Status BuildOptions(const Flags& f, server::ServerOptions* opts) {
   OPTCAST_RETURN_IF_ERROR(ParseSize("--memory-limit", f.memory_limit, &opts->memory_limit));
   OPTCAST_RETURN_IF_ERROR(ParseSize("--job-memory-limit", f.job_memory_limit, &opts->job_memory_limit));
   opts->job_timeout = std::chrono::milliseconds(f.timeout_ms);
+  opts->io_threads = f.io_threads;
   opts->reduce_threads = f.reduce_threads;
   opts->reduce_offload_share = f.reduce_offload_share;
   OPTCAST_RETURN_IF_ERROR(ResolveLinkRate(f.link_rate, opts));
@@ -319,8 +321,15 @@ std::function<int()> AddServerCommand(CLI::App& app) {
                   "On SIGTERM/SIGINT, how long collectives in flight may take to finish before the server exits")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--io-threads", flags->io_threads,
+                  "Lanes: event loops, each with its own connections, buffers and reduce threads; ranks join every "
+                  "lane, so a server of N lanes serves like N servers behind one port (0: half the usable cores, "
+                  "1 to 8; a server in a tree, or over ofi, runs one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--reduce-threads", flags->reduce_threads,
-                  "Threads reducing chunks beside the event loop (-1: usable cores minus one; 0: none)")
+                  "Threads reducing chunks beside the event loops, shared out over the lanes (-1: usable cores minus "
+                  "one per lane; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1024));
   cmd->add_option("--reduce-offload-share", flags->reduce_offload_share,

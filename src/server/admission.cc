@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "auth/proof.h"
 #include "common/log.h"
 #include "observe/trace.h"
@@ -77,7 +79,9 @@ Status Admission::Join(ConnState* cs, const wire::Hello& h) {
   // A root started as one (--topology) says so to its own ranks before any child has joined.
   const bool in_tree = job->tree != nullptr || opts_.upstream.has_value() || opts_.tree_root;
   wire::Welcome w{opts_.max_payload, static_cast<uint32_t>(opts_.job_timeout.count()),
-                  in_tree ? wire::kWelcomeInTree : 0u, opts_.link_rate_bits};
+                  in_tree ? wire::kWelcomeInTree : 0u, opts_.link_rate_bits,
+                  // The server's lanes (its options as the server resolved them, server.cc).
+                  static_cast<uint32_t>(std::max(opts_.io_threads, 1))};
   loop_.Send(cs, transport::MakeOutMessage(wire::EncodeWelcome(w), nullptr, 0));
   Log().debug("rank {} of job {} joined from {}", h.rank, job->hex, cs->conn->peer());
   return Status::Ok();

@@ -31,6 +31,9 @@ struct ConnState {
   Clock::time_point heartbeat_at{};  // when the last heartbeat went out
   // A hello waiting for its proof of the deployment secret.
   bool challenged = false;
+  // The hello asked for another lane of this server (server/lane.h): once the read that brought
+  // it returns, the connection moves to that lane, which answers `pending_hello`.
+  int hand_off_lane = -1;
   wire::Hello pending_hello{};
   wire::Nonce nonce{};
   // The chunk whose payload is being received.

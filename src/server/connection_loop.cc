@@ -24,10 +24,12 @@ Status ConnectionLoop::Listen() {
   OPTCAST_RETURN_IF_ERROR(transport::Listen(opts_.transport, opts_.listen, &listener_));
   port_ = listener_->port();
   OPTCAST_RETURN_IF_ERROR(poller_.Add(listener_->fd(), listener_.get(), true, false));
-  return poller_.Add(waker_.fd(), &waker_, true, false);
+  return Open();
 }
 
-std::string ConnectionLoop::TransportName() const { return listener_->Describe(); }
+Status ConnectionLoop::Open() { return poller_.Add(waker_.fd(), &waker_, true, false); }
+
+std::string ConnectionLoop::TransportName() const { return listener_ ? listener_->Describe() : "no listener"; }
 
 Status ConnectionLoop::Watch(int fd, void* tag) {
   OPTCAST_RETURN_IF_ERROR(poller_.Add(fd, tag, true, false));
@@ -52,7 +54,7 @@ Status ConnectionLoop::Poll(int timeout_ms) {
         // error message waiting in its receive queue.
         if (!cs->conn->DiscardAvailable()) cs->dead = true;
       } else if (ev.readable && cs->want_read) {
-        HandleReadable(cs);
+        if (!HandleReadable(cs)) continue;
       }
       if ((ev.writable || cs->conn->WritesSignalReadable()) && !cs->dead) MarkDirty(cs);
       if (ev.hangup && !ev.readable && !cs->dead && !cs->closing) {
@@ -82,7 +84,8 @@ void ConnectionLoop::AcceptAll() {
     ConnState* raw = cs.get();
     conns_.emplace(raw, std::move(cs));
     metrics_.SetConnections(conns_.size());
-    if (conns_.size() > opts_.max_connections) {
+    // Over every lane: the others hold the connections this one handed them.
+    if (metrics_.connections() > opts_.max_connections) {
       metrics_.ConnectionRefused();
       (void)Refuse(raw, ResourceExhausted(fmt::format("the server's connection limit (--max-connections={}) is "
                                                       "reached; raise it, or spread jobs over more servers",
@@ -91,10 +94,26 @@ void ConnectionLoop::AcceptAll() {
   }
 }
 
-void ConnectionLoop::HandleReadable(ConnState* cs) {
+bool ConnectionLoop::HandleReadable(ConnState* cs) {
   Status st = cs->conn->ReadAvailable(events_);
-  if (st.ok() || cs->closing || cs->dead) return;
+  if (cs->hand_off_lane >= 0 && !cs->closing && !cs->dead) {
+    HandOff(cs);
+    return false;
+  }
+  if (st.ok() || cs->closing || cs->dead) return true;
   events_.OnConnectionLost(cs, st);
+  return true;
+}
+
+void ConnectionLoop::HandOff(ConnState* cs) {
+  poller_.Remove(cs->conn->fd());
+  std::erase(dirty_, cs);
+  cs->dirty = false;
+  auto it = conns_.find(cs);
+  std::unique_ptr<ConnState> owned = std::move(it->second);
+  conns_.erase(it);
+  metrics_.SetConnections(conns_.size());
+  events_.OnHandOff(std::move(owned));
 }
 
 // Out of file descriptors: stop accepting for a moment rather than spin on the listener.
@@ -219,6 +238,7 @@ void ConnectionLoop::SweepIdle(Clock::time_point now) {
 }
 
 void ConnectionLoop::CloseListener() {
+  if (!listener_) return;
   poller_.Remove(listener_->fd());
   listener_.reset();
 }

@@ -30,6 +30,8 @@ class ConnectionLoop {
     virtual void OnConnectionLost(ConnState* cs, const Status& why) = 0;
     // A descriptor given to Watch() is readable.
     virtual void OnWatched(void* tag) = 0;
+    // A connection whose hello set hand_off_lane has left this loop: it is the caller's now.
+    virtual void OnHandOff(std::unique_ptr<ConnState> cs) = 0;
   };
 
   ConnectionLoop(const ServerOptions& opts, ServerMetrics& metrics, Events& events);
@@ -37,8 +39,10 @@ class ConnectionLoop {
   ConnectionLoop(const ConnectionLoop&) = delete;
   ConnectionLoop& operator=(const ConnectionLoop&) = delete;
 
-  // Binds the listening socket (port 0 picks one).
+  // Binds the listening socket (port 0 picks one), then Open().
   Status Listen();
+  // Readies the loop without a listener (a lane that the listening lane hands connections to).
+  Status Open();
   uint16_t port() const { return port_; }
   // The transport, as the startup log names it.
   std::string TransportName() const;
@@ -78,7 +82,9 @@ class ConnectionLoop {
 
  private:
   void AcceptAll();
-  void HandleReadable(ConnState* cs);
+  // False when the connection left this loop (handed to another lane).
+  bool HandleReadable(ConnState* cs);
+  void HandOff(ConnState* cs);
   void PauseAccepting(const Status& why);
 
   const ServerOptions& opts_;

@@ -24,11 +24,8 @@ constexpr size_t kMaxFailedJobs = 4096;
 
 }  // namespace
 
-JobTable::JobTable(const ServerOptions& opts, ServerMetrics& metrics, ConnectionLoop& loop)
-    : opts_(opts),
-      metrics_(metrics),
-      loop_(loop),
-      memory_(std::make_shared<MemoryBudget>("--memory-limit", opts.memory_limit)) {}
+JobTable::JobTable(const ServerOptions& opts, ServerMetrics& metrics, ConnectionLoop& loop, SharedJobs& shared)
+    : opts_(opts), metrics_(metrics), loop_(loop), shared_(shared), memory_(shared.memory()) {}
 
 JobTable::~JobTable() = default;
 
@@ -42,10 +39,8 @@ std::shared_ptr<Job> JobTable::Create(const wire::Hello& h) {
   job->id = h.job_id;
   job->hex = wire::JobIdHex(h.job_id);
   job->nranks = h.nranks;
-  job->memory = std::make_shared<MemoryBudget>("--job-memory-limit", opts_.job_memory_limit, memory_);
+  job->memory = shared_.Open(h.job_id);  // one budget for the job on every lane
   jobs_.emplace(h.job_id, job);
-  metrics_.SetJobs(jobs_.size());
-  metrics_.JobCreated();
   Log().info("job {} created ({} ranks)", job->hex, h.nranks);
   return job;
 }
@@ -74,8 +69,15 @@ void JobTable::Fail(std::shared_ptr<Job> job, const JobFailure& why) {
   job->colls.clear();
   ReleaseState(*job, job->state_bytes);
   RememberFailure(job->id, why.code, why.text);
-  jobs_.erase(job->id);
-  metrics_.SetJobs(jobs_.size());
+  Forget(job);
+}
+
+void JobTable::Forget(const std::shared_ptr<Job>& job) {
+  // Only the table's own entry, once: the lanes count it as one job open (shared_jobs.h).
+  auto it = jobs_.find(job->id);
+  if (it == jobs_.end() || it->second != job) return;
+  jobs_.erase(it);
+  shared_.Close(job->id);
 }
 
 Status JobTable::Abort(std::shared_ptr<Job> job, const JobFailure& why) {
@@ -87,8 +89,7 @@ void JobTable::RetireIfIdle(const std::shared_ptr<Job>& job) {
   if (job->connected != 0 || !job->colls.empty()) return;
   Log().info("job {} finished", job->hex);
   if (job->tree) CloseUpstream(*job->tree, loop_, wire::EncodeBye());
-  jobs_.erase(job->id);
-  metrics_.SetJobs(jobs_.size());
+  Forget(job);
 }
 
 void JobTable::FailStalled(Clock::time_point now) {

@@ -14,6 +14,7 @@
 #include "server/memory_budget.h"
 #include "server/options.h"
 #include "server/server_metrics.h"
+#include "server/shared_jobs.h"
 
 namespace optcast::server {
 
@@ -38,7 +39,8 @@ inline MaybeFailure AsFailure(const Status& st) {
 // job's memory is freed, other jobs are untouched.
 class JobTable {
  public:
-  JobTable(const ServerOptions& opts, ServerMetrics& metrics, ConnectionLoop& loop);
+  // `shared`: the server's memory budget and the jobs open on its lanes.
+  JobTable(const ServerOptions& opts, ServerMetrics& metrics, ConnectionLoop& loop, SharedJobs& shared);
   ~JobTable();
 
   std::shared_ptr<Job> Find(const wire::JobIdBytes& id) const;
@@ -76,6 +78,8 @@ class JobTable {
 
  private:
   JobFailure MemoryFailure(const Job& job, const MemoryBudget& refused, uint64_t bytes, const char* what) const;
+  // Takes `job` out of the table.
+  void Forget(const std::shared_ptr<Job>& job);
   void RememberFailure(const wire::JobIdBytes& id, Code code, const std::string& text);
   // What a stalled collective waits for: the members that sent nothing, or in a tree, the tree.
   std::string WaitingFor(const Job& job, const CollState& coll) const;
@@ -83,6 +87,7 @@ class JobTable {
   const ServerOptions& opts_;
   ServerMetrics& metrics_;
   ConnectionLoop& loop_;
+  SharedJobs& shared_;
   std::shared_ptr<MemoryBudget> memory_;  // the server's budget, parent of every job's
   std::unordered_map<wire::JobIdBytes, std::shared_ptr<Job>, JobIdHash> jobs_;
   struct FailedJob {

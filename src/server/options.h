@@ -55,8 +55,13 @@ struct ServerOptions {
   std::string secret;
   // Without a secret the server refuses to listen beyond loopback unless this is set.
   bool insecure = false;
-  // Threads that reduce chunks beside the event loop. -1: one per usable core but one;
-  // 0: the event loop reduces every chunk itself.
+  // Lanes: event loops, each with its own connections, jobs, buffers and reduce workers; a rank
+  // joins every lane, so a server of k lanes serves like k servers behind one port
+  // (server/lane.h). 0 or less: half the usable cores, 1 to 8 (server.cc, DefaultLanes). A server
+  // in an aggregation tree, or over ofi, runs one.
+  int io_threads = 0;
+  // Threads that reduce chunks beside the event loops, over all lanes (each gets its share).
+  // -1: one per usable core but one per lane; 0: the event loops reduce every chunk themselves.
   int reduce_threads = -1;
   // The share of a core that reductions must have needed lately before chunks go to those threads
   // (server/reduce_load.h): below it the loop reduces, which costs less than waking a thread.

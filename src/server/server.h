@@ -29,12 +29,14 @@ struct ServerStats {
   uint64_t limit_failures = 0;       // jobs ended by a memory or open-chunk limit
   uint64_t auth_failures = 0;        // hellos without a valid proof of the secret
   bool draining = false;             // shutting down: the listener is closed
-  uint64_t reduce_threads = 0;
+  uint64_t reduce_threads = 0;       // over all lanes
+  uint64_t lanes = 0;                // event loops (--io-threads)
 };
 
-// The reduction server: serves many jobs at once on one event loop, which owns every job,
-// connection and buffer; Run() starts the reduction workers, which only read and write chunk
-// buffers the loop hands them. Thread-compatible: Run() on one thread, Stop() and stats() from any.
+// The reduction server: serves many jobs at once on one or more lanes (server/lane.h), each an
+// event loop that owns its connections, jobs and buffers; Run() starts the lanes' threads and
+// their reduction workers, which only read and write chunk buffers a loop hands them.
+// Thread-compatible: Run() on one thread, Stop() and stats() from any.
 class Server {
  public:
   explicit Server(ServerOptions options);

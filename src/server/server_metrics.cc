@@ -1,6 +1,10 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "server/server_metrics.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string>
+
 namespace optcast::server {
 
 namespace {
@@ -28,7 +32,8 @@ const char* ErrorKind(Code c) {
 }  // namespace
 
 ServerMetrics::ServerMetrics()
-    : bytes_in_(registry_.AddCounter("optcast_server_received_bytes_total", "Payload bytes received from ranks")),
+    : totals_(this),
+      bytes_in_(registry_.AddCounter("optcast_server_received_bytes_total", "Payload bytes received from ranks")),
       bytes_out_(registry_.AddCounter("optcast_server_sent_bytes_total", "Payload bytes sent to ranks")),
       jobs_created_(registry_.AddCounter("optcast_server_jobs_created_total", "Jobs created by a first hello")),
       chunks_(registry_.AddCounter("optcast_server_chunks_total", "Chunks reduced (or forwarded, for all-gather)")),
@@ -65,6 +70,34 @@ ServerMetrics::ServerMetrics()
   errors_[0] = errors_[static_cast<int>(Code::kInternal)];
 }
 
+ServerMetrics::ServerMetrics(ServerMetrics& totals, int lane)
+    : totals_(&totals),
+      bytes_in_(totals.bytes_in_),
+      bytes_out_(totals.bytes_out_),
+      jobs_created_(totals.jobs_created_),
+      chunks_(totals.chunks_),
+      failovers_(totals.failovers_),
+      reduced_on_workers_(totals.reduced_on_workers_),
+      chunk_latency_(totals.chunk_latency_),
+      reduce_time_(totals.reduce_time_),
+      jobs_(totals.jobs_),
+      ranks_(totals.ranks_),
+      connections_(totals.connections_),
+      send_queue_(totals.send_queue_),
+      chunks_pending_(totals.chunks_pending_),
+      buffer_bytes_(totals.buffer_bytes_) {
+  std::copy(std::begin(totals.collectives_), std::end(totals.collectives_), std::begin(collectives_));
+  std::copy(std::begin(totals.errors_), std::end(totals.errors_), std::begin(errors_));
+  const observe::Labels labels{{"lane", std::to_string(lane)}};
+  observe::Registry& r = totals.registry_;
+  lane_bytes_in_ = &r.AddCounter("optcast_server_lane_received_bytes_total",
+                                 "Payload bytes received from ranks, by the server's lane (event loop)", labels);
+  lane_bytes_out_ = &r.AddCounter("optcast_server_lane_sent_bytes_total",
+                                  "Payload bytes sent to ranks, by the server's lane (event loop)", labels);
+  lane_connections_ =
+      &r.AddGauge("optcast_server_lane_connections", "Open connections, by the server's lane (event loop)", labels);
+}
+
 void ServerMetrics::Error(Code code) {
   const int c = static_cast<int>(code);
   errors_[c >= 0 && c <= static_cast<int>(Code::kCancelled) ? c : static_cast<int>(Code::kInternal)]->Inc();
@@ -83,12 +116,11 @@ void ServerMetrics::ChunkDone(std::chrono::steady_clock::duration latency) {
 void ServerMetrics::Reduced(std::chrono::steady_clock::duration took) { reduce_time_.Observe(Seconds(took).count()); }
 
 void ServerMetrics::SetLevels(const Levels& l) {
-  jobs_.Set(l.jobs);
-  ranks_.Set(l.ranks);
-  connections_.Set(l.connections);
-  send_queue_.Set(l.send_queue);
-  chunks_pending_.Set(l.chunks_pending);
-  buffer_bytes_.Set(l.buffer_bytes);
+  Level(ranks_, mine_.ranks, l.ranks);
+  SetConnections(static_cast<size_t>(l.connections));
+  Level(send_queue_, mine_.send_queue, l.send_queue);
+  Level(chunks_pending_, mine_.chunks_pending, l.chunks_pending);
+  Level(buffer_bytes_, mine_.buffer_bytes, l.buffer_bytes);
 }
 
 }  // namespace optcast::server

@@ -16,29 +16,46 @@
 
 namespace optcast::server {
 
+// A server of several lanes (server/lane.h) keeps one set, the totals, and gives each lane a view
+// of it: a lane's counts go to the totals (and, for bytes and connections, to series labelled
+// with the lane), and the levels it sets add up there with the other lanes'.
 class ServerMetrics {
  public:
   ServerMetrics();
-  const observe::Registry& registry() const { return registry_; }
+  // Lane `lane`'s view of `totals`, which must outlive it.
+  ServerMetrics(ServerMetrics& totals, int lane);
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+  const observe::Registry& registry() const { return totals_->registry_; }
 
-  void BytesIn(uint64_t n) { bytes_in_.Inc(n); }
-  void BytesOut(uint64_t n) { bytes_out_.Inc(n); }
+  void BytesIn(uint64_t n) {
+    bytes_in_.Inc(n);
+    if (lane_bytes_in_ != nullptr) lane_bytes_in_->Inc(n);
+  }
+  void BytesOut(uint64_t n) {
+    bytes_out_.Inc(n);
+    if (lane_bytes_out_ != nullptr) lane_bytes_out_->Inc(n);
+  }
   void JobCreated() { jobs_created_.Inc(); }
   // A connection was refused before it joined a job: counted by the error's kind.
   void Error(Code code);
   // A job failed: counted by the error's kind, and as a failed job.
   void JobFailed(Code code) {
-    jobs_failed_.fetch_add(1, std::memory_order_relaxed);
+    totals_->jobs_failed_.fetch_add(1, std::memory_order_relaxed);
     Error(code);
   }
   // A job ended by a memory or open-chunk limit (also counted by JobFailed).
-  void LimitFailure() { limit_failures_.fetch_add(1, std::memory_order_relaxed); }
+  void LimitFailure() { totals_->limit_failures_.fetch_add(1, std::memory_order_relaxed); }
   // A connection over the connection limit (also counted by Error).
-  void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
+  void ConnectionRefused() { totals_->connections_refused_.fetch_add(1, std::memory_order_relaxed); }
   // A hello without a valid proof of the secret.
-  void AuthFailure() { auth_failures_.fetch_add(1, std::memory_order_relaxed); }
-  void SetReduceThreads(uint64_t n) { reduce_threads_.store(n, std::memory_order_relaxed); }
-  void SetDraining() { draining_.store(true, std::memory_order_relaxed); }
+  void AuthFailure() { totals_->auth_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A lane's reduction threads; the totals have every lane's.
+  void SetReduceThreads(uint64_t n) {
+    totals_->reduce_threads_.fetch_add(n - mine_reduce_threads_, std::memory_order_relaxed);
+    mine_reduce_threads_ = n;
+  }
+  void SetDraining() { totals_->draining_.store(true, std::memory_order_relaxed); }
   void CollectiveDone(CollType coll);
   // A job moved off servers that died (an epoch its ranks applied here).
   void Failover() { failovers_.Inc(); }
@@ -56,11 +73,16 @@ class ServerMetrics {
     int64_t chunks_pending = 0;  // chunk slots waiting for contributions
     int64_t buffer_bytes = 0;    // chunk memory in use
   };
+  // This lane's levels (all but jobs, which SharedJobs counts over the lanes).
   void SetLevels(const Levels& l);
   // Levels that stats() reads, so they are set as soon as they change rather than once a sweep.
+  // The server's job count, over all lanes (server/shared_jobs.h sets it).
   void SetJobs(size_t n) { jobs_.Set(static_cast<int64_t>(n)); }
-  void SetConnections(size_t n) { connections_.Set(static_cast<int64_t>(n)); }
-  void SetBufferBytes(size_t n) { buffer_bytes_.Set(static_cast<int64_t>(n)); }
+  void SetConnections(size_t n) {
+    Level(connections_, mine_.connections, static_cast<int64_t>(n));
+    if (lane_connections_ != nullptr) lane_connections_->Set(static_cast<int64_t>(n));
+  }
+  void SetBufferBytes(size_t n) { Level(buffer_bytes_, mine_.buffer_bytes, static_cast<int64_t>(n)); }
 
   uint64_t bytes_in() const { return bytes_in_.value(); }
   uint64_t bytes_out() const { return bytes_out_.value(); }
@@ -69,15 +91,22 @@ class ServerMetrics {
   uint64_t jobs() const { return static_cast<uint64_t>(jobs_.value()); }
   uint64_t connections() const { return static_cast<uint64_t>(connections_.value()); }
   uint64_t buffer_bytes() const { return static_cast<uint64_t>(buffer_bytes_.value()); }
-  uint64_t jobs_failed() const { return jobs_failed_.load(std::memory_order_relaxed); }
-  uint64_t limit_failures() const { return limit_failures_.load(std::memory_order_relaxed); }
-  uint64_t connections_refused() const { return connections_refused_.load(std::memory_order_relaxed); }
-  uint64_t auth_failures() const { return auth_failures_.load(std::memory_order_relaxed); }
-  uint64_t reduce_threads() const { return reduce_threads_.load(std::memory_order_relaxed); }
-  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  uint64_t jobs_failed() const { return totals_->jobs_failed_.load(std::memory_order_relaxed); }
+  uint64_t limit_failures() const { return totals_->limit_failures_.load(std::memory_order_relaxed); }
+  uint64_t connections_refused() const { return totals_->connections_refused_.load(std::memory_order_relaxed); }
+  uint64_t auth_failures() const { return totals_->auth_failures_.load(std::memory_order_relaxed); }
+  uint64_t reduce_threads() const { return totals_->reduce_threads_.load(std::memory_order_relaxed); }
+  bool draining() const { return totals_->draining_.load(std::memory_order_relaxed); }
 
  private:
-  observe::Registry registry_;
+  // Moves a level that this lane holds at `mine` to `v`, in the sum over the lanes.
+  static void Level(observe::Gauge& g, int64_t& mine, int64_t v) {
+    g.Add(v - mine);
+    mine = v;
+  }
+
+  ServerMetrics* const totals_;  // this, or the set a lane's view counts in
+  observe::Registry registry_;   // the totals' (empty in a lane's view)
   observe::Counter& bytes_in_;
   observe::Counter& bytes_out_;
   observe::Counter& jobs_created_;
@@ -101,6 +130,12 @@ class ServerMetrics {
   std::atomic<uint64_t> auth_failures_{0};
   std::atomic<uint64_t> reduce_threads_{0};
   std::atomic<bool> draining_{false};
+  // A lane's view: its share of the levels, and its own series.
+  Levels mine_;
+  uint64_t mine_reduce_threads_ = 0;
+  observe::Counter* lane_bytes_in_ = nullptr;
+  observe::Counter* lane_bytes_out_ = nullptr;
+  observe::Gauge* lane_connections_ = nullptr;
 };
 
 }  // namespace optcast::server

@@ -122,6 +122,7 @@ std::vector<uint8_t> EncodeHello(const Hello& m) {
   w.U32(m.nranks);
   w.U32(m.rank);
   w.U32(m.flags);
+  w.U32(m.lane);
   return w.Take();
 }
 
@@ -131,7 +132,19 @@ std::vector<uint8_t> EncodeWelcome(const Welcome& m) {
   w.U32(m.job_timeout_ms);
   w.U32(m.flags);
   w.U64(m.link_rate_bits);
+  w.U32(m.lanes);
   return w.Take();
+}
+
+uint16_t VersionOf(std::span<const uint8_t> meta) {
+  return meta.size() < 2 ? 0 : static_cast<uint16_t>(meta[0] | (meta[1] << 8));
+}
+
+std::vector<uint8_t> EncodeErrorForVersion(const ErrorMsg& m, uint16_t version) {
+  std::vector<uint8_t> bytes = EncodeError(m);
+  bytes[0] = static_cast<uint8_t>(version);
+  bytes[1] = static_cast<uint8_t>(version >> 8);
+  return bytes;
 }
 
 std::vector<uint8_t> EncodeError(const ErrorMsg& m) {
@@ -267,7 +280,9 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
   uint16_t version = 0;
   uint16_t type = 0;
   if (!r.U16(&version) || !r.U16(&type)) return ProtocolError("message shorter than its 4-byte prefix");
-  if (version != kProtocolVersion) {
+  // An Error has one layout in every version, so a refusal from a peer of another release (most
+  // often: "you speak another version") is still read; anything else of another version is not.
+  if (version != kProtocolVersion && static_cast<MsgType>(type) != MsgType::kError) {
     return ProtocolError("peer speaks protocol version " + std::to_string(version) + ", this side speaks " +
                          std::to_string(kProtocolVersion) + "; run the same Optcast release on clients and servers");
   }
@@ -276,16 +291,17 @@ Status Decode(std::span<const uint8_t> meta, Message* out) {
     case MsgType::kHello: {
       Hello& h = out->hello;
       if (!r.Bytes(h.job_id.data(), h.job_id.size()) || !r.U32(&h.nranks) || !r.U32(&h.rank) || !r.U32(&h.flags) ||
-          r.remaining() != 0) {
+          !r.U32(&h.lane) || r.remaining() != 0) {
         return Truncated("hello");
       }
       return Status::Ok();
     }
     case MsgType::kWelcome: {
       if (!r.U64(&out->welcome.max_payload) || !r.U32(&out->welcome.job_timeout_ms) || !r.U32(&out->welcome.flags) ||
-          !r.U64(&out->welcome.link_rate_bits) || r.remaining() != 0) {
+          !r.U64(&out->welcome.link_rate_bits) || !r.U32(&out->welcome.lanes) || r.remaining() != 0) {
         return Truncated("welcome");
       }
+      if (out->welcome.lanes == 0) return ProtocolError("a welcome announcing 0 lanes");
       return Status::Ok();
     }
     case MsgType::kError: {

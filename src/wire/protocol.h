@@ -5,8 +5,8 @@
 // Little-endian, fixed layouts, explicit lengths; every decode is bounds-checked.
 //
 //   common prefix : version u16, type u16
-//   Hello    (c->s): job_id[16] nranks u32 rank u32 flags u32
-//   Welcome  (s->c): max_payload u64 job_timeout_ms u32 flags u32 (kWelcomeInTree)
+//   Hello    (c->s): job_id[16] nranks u32 rank u32 flags u32 lane u32
+//   Welcome  (s->c): max_payload u64 job_timeout_ms u32 flags u32 (kWelcomeInTree) link_rate_bits u64 lanes u32
 //   Error    (both): code u32 coll_seq u64 text_len u32 text[text_len]
 //   Chunk    (c->s): CollDesc segment u32 offset u64 count u32      + payload (count elements)
 //   Result   (s->c): coll_seq u64 segment u32 offset u64 count u32  + payload
@@ -37,7 +37,8 @@
 
 namespace optcast::wire {
 
-inline constexpr uint16_t kProtocolVersion = 4;
+// 5: the hello names a lane, the welcome says how many the server has (server/lane.h).
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr uint16_t kDefaultPort = 8918;
 
 enum class MsgType : uint16_t {
@@ -77,6 +78,9 @@ struct Hello {
   uint32_t nranks = 0;
   uint32_t rank = 0;
   uint32_t flags = 0;
+  // The server's event loop this connection is for (0..Welcome::lanes-1): a server of k lanes
+  // serves like k servers behind one port, and a rank joins each lane on a connection of its own.
+  uint32_t lane = 0;
 };
 
 // Welcome flags. The server is part of an aggregation tree (it has a parent, or children): a
@@ -90,6 +94,8 @@ struct Welcome {
   // The rate of the server's port, bit/s each way, as its operator gave it or its interface
   // reports it; 0 when unknown. Ranks stripe small collectives by it (client/plan.h).
   uint64_t link_rate_bits = 0;
+  // The server's lanes (event loops); at least 1. A rank that joined lane 0 joins the others too.
+  uint32_t lanes = 1;
 };
 
 struct ErrorMsg {
@@ -203,6 +209,11 @@ struct Message {
 };
 
 std::vector<uint8_t> EncodeHello(const Hello& m);
+// The protocol version a meta block says it speaks (0 if it is shorter than its prefix).
+uint16_t VersionOf(std::span<const uint8_t> meta);
+// An Error framed as protocol version `version` speaks, for a peer of another release: the Error's
+// layout is the same in every version, so that peer can read why it was refused.
+std::vector<uint8_t> EncodeErrorForVersion(const ErrorMsg& m, uint16_t version);
 std::vector<uint8_t> EncodeWelcome(const Welcome& m);
 std::vector<uint8_t> EncodeError(const ErrorMsg& m);
 std::vector<uint8_t> EncodeChunk(const Chunk& m);

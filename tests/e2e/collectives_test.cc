@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "harness.h"
+#include "observe/metrics.h"
 
 namespace optcast::e2e {
 namespace {
@@ -136,9 +137,10 @@ int AllReduceMatrixRank(Shared& sh, const std::vector<std::string>& servers, con
   return 0;
 }
 
-TEST(E2eAllReduce, EveryDtypeAndOpFourRanksTwoServers) {
+// Every dtype and op on `lanes[i]` lanes for server i.
+void RunAllReduceMatrix(const std::vector<int>& lanes) {
   ServerFarm farm;
-  E2E_ASSERT_OK(farm.Bind(2));
+  for (int l : lanes) E2E_ASSERT_OK(farm.Bind(1, WithLanes(l)));
   const auto servers = farm.addresses();
   const JobId job1 = JobId::Random(), job2 = JobId::Random();
   constexpr int kRanks = 4;
@@ -152,7 +154,25 @@ TEST(E2eAllReduce, EveryDtypeAndOpFourRanksTwoServers) {
   ExpectSameHash(sh, 0, kRanks, 0, "allreduce matrix");
   ExpectSameHash(sh, 0, kRanks, 1, "allreduce with tiny chunks");
   EXPECT_EQ(farm.WaitIdle(), "");
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const int expected = OverFabric() ? 1 : lanes[i];
+    EXPECT_EQ(farm.server(static_cast<int>(i)).stats().lanes, static_cast<uint64_t>(expected)) << "server " << i;
+    // Every lane carried chunks: the ranks striped over (server, lane) pairs.
+    const std::string text = farm.server(static_cast<int>(i)).metrics().Render();
+    for (int l = 0; l < expected; ++l) {
+      const std::string series = "optcast_server_lane_received_bytes_total{lane=\"" + std::to_string(l) + "\"} ";
+      const size_t at = text.find(series);
+      ASSERT_NE(at, std::string::npos) << text;
+      EXPECT_NE(text.substr(at + series.size(), 2), "0\n") << "server " << i << " lane " << l << " received nothing";
+    }
+  }
 }
+
+TEST(E2eAllReduce, EveryDtypeAndOpFourRanksTwoServers) { RunAllReduceMatrix({1, 1}); }
+// Lanes (--io-threads): a server of k lanes serves like k servers behind one port.
+TEST(E2eLanes, EveryDtypeAndOpOnTwoServersOfTwoLanes) { RunAllReduceMatrix({2, 2}); }
+TEST(E2eLanes, EveryDtypeAndOpOnAServerOfThreeLanes) { RunAllReduceMatrix({3}); }
+TEST(E2eLanes, EveryDtypeAndOpOnTwoLanesNextToOneLane) { RunAllReduceMatrix({2, 1}); }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -213,9 +233,9 @@ int RsAgRank(Shared& sh, const std::vector<std::string>& servers, const JobId& j
   return 0;
 }
 
-void RunRsAg(int nranks, int nservers) {
+void RunRsAg(int nranks, int nservers, int lanes = 1) {
   ServerFarm farm;
-  E2E_ASSERT_OK(farm.Bind(nservers));
+  E2E_ASSERT_OK(farm.Bind(nservers, WithLanes(lanes)));
   const auto servers = farm.addresses();
   const JobId job1 = JobId::Random(), job2 = JobId::Random(), job3 = JobId::Random();
   Shared sh;
@@ -231,6 +251,8 @@ void RunRsAg(int nranks, int nservers) {
 
 TEST(E2eReduceScatterAllGather, ThreeRanksTwoServers) { RunRsAg(3, 2); }
 TEST(E2eReduceScatterAllGather, FourRanksThreeServers) { RunRsAg(4, 3); }
+TEST(E2eLanes, ReduceScatterAllGatherOnTwoServersOfTwoLanes) { RunRsAg(3, 2, 2); }
+TEST(E2eLanes, ReduceScatterAllGatherOnAServerOfThreeLanes) { RunRsAg(4, 1, 3); }
 
 // A rank that is slow to collect its result of one collective while the others already started
 // an all-gather: the all-gather data forwarded to it must not break its communicator. Made
@@ -566,9 +588,9 @@ TEST(E2eDeterminism, Float32SumBitwiseReproducible) {
 
 // ---------------------------------------------------------------------------------------------
 
-TEST(E2eJobs, FourConcurrentJobsOfThreeRanksShareTwoServers) {
+void RunConcurrentJobs(int lanes) {
   ServerFarm farm;
-  E2E_ASSERT_OK(farm.Bind(2));
+  E2E_ASSERT_OK(farm.Bind(2, WithLanes(lanes)));
   const auto servers = farm.addresses();
   constexpr int kJobs = 4, kRanks = 3;
   std::vector<JobId> jobs;
@@ -608,6 +630,9 @@ TEST(E2eJobs, FourConcurrentJobsOfThreeRanksShareTwoServers) {
   EXPECT_NE(sh->hash[0][0], sh->hash[kRanks][0]);
   EXPECT_EQ(farm.WaitIdle(), "");
 }
+
+TEST(E2eJobs, FourConcurrentJobsOfThreeRanksShareTwoServers) { RunConcurrentJobs(1); }
+TEST(E2eLanes, FourConcurrentJobsOnTwoServersOfThreeLanes) { RunConcurrentJobs(3); }
 
 }  // namespace
 }  // namespace optcast::e2e

@@ -400,9 +400,10 @@ TEST(E2eFaults, ProtocolAbuseIsRefusedWhileAHealthyJobRuns) {
   {  // A hello of another protocol version.
     const int fd = RawConnect(port);
     auto meta = HelloMeta(JobId::Random(), 2, 0);
-    meta[0] = 5;
+    meta[0] = wire::kProtocolVersion + 1;
     ASSERT_TRUE(SendRaw(fd, Frame(meta, 0)));
-    ExpectErrorThenClose(fd, Code::kProtocol, {"version 5"}, "wrong version");
+    const std::string version = "version " + std::to_string(wire::kProtocolVersion + 1);
+    ExpectErrorThenClose(fd, Code::kProtocol, {version.c_str()}, "wrong version");
     ::close(fd);
   }
   {  // A header announcing a payload far over the limit, before hello.

@@ -38,6 +38,13 @@ using std::chrono::milliseconds;
 // once per transport (ctest labels e2e and e2e-ofi).
 server::ServerOptions TestServerOptions();
 
+// TestServerOptions with `lanes` event loops (--io-threads). Over ofi a server runs one lane
+// whatever it is given (server.cc), so these tests check there that it still serves.
+inline server::ServerOptions WithLanes(int lanes, server::ServerOptions o = TestServerOptions()) {
+  o.io_threads = lanes;
+  return o;
+}
+
 // True when the suite runs over libfabric (OPTCAST_TRANSPORT=ofi).
 bool OverFabric();
 // Why tests that write protocol bytes straight into a TCP socket do not run over libfabric.

@@ -99,9 +99,10 @@ RawReply ReadReply(int fd) {
     r.detail = "undecodable meta: " + st.ToString();
     return r;
   }
-  // The documented layout: version 4, then the type.
-  if (meta[0] != 4 || meta[1] != 0) {
-    r.detail = "frame not of protocol version 4";
+  // The documented layout: the version (5), then the type.
+  // A refusal of a peer of another version comes in that peer's version (Lane::OnMessageMeta).
+  if ((meta[0] != wire::kProtocolVersion && r.msg.type != wire::MsgType::kError) || meta[1] != 0) {
+    r.detail = "frame not of protocol version " + std::to_string(wire::kProtocolVersion);
     return r;
   }
   r.kind = RawReply::kFrame;

@@ -21,7 +21,8 @@ Status TreeFarm::Start(const std::vector<int>& parent, const server::ServerOptio
       server::ServerOptions o = base;
       if (parent[i] >= 0) o.upstream = transport::Endpoint{"127.0.0.1", servers_[parent[i]]->port()};
       // As `optcast server --topology` starts a root with children.
-      o.tree_root = o.tree_root || (parent[i] < 0 && std::count(parent.begin(), parent.end(), static_cast<int>(i)) > 0);
+      o.tree_root = o.tree_root ||
+                    (mark_roots && parent[i] < 0 && std::count(parent.begin(), parent.end(), static_cast<int>(i)) > 0);
       servers_[i] = std::make_unique<server::Server>(o);
       OPTCAST_RETURN_IF_ERROR(servers_[i]->Start());
       threads_[i] = std::thread([s = servers_[i].get()] { (void)s->Run(); });

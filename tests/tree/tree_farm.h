@@ -17,6 +17,9 @@ namespace optcast::tree {
 class TreeFarm {
  public:
   TreeFarm() = default;
+  // Whether Start marks a root with children as `--topology` does (one lane); false starts it
+  // as a plain server that its children name with `--upstream`.
+  bool mark_roots = true;
   ~TreeFarm();
   TreeFarm(const TreeFarm&) = delete;
   TreeFarm& operator=(const TreeFarm&) = delete;

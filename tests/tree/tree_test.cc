@@ -102,6 +102,34 @@ TEST(Tree, Depth2EveryTypeAndOp) {
   ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), AllOps()));
 }
 
+// Lanes asked of every server (--io-threads 3): a server in a tree runs one lane, the rule that
+// keeps a tree job combined in one place, and its link to the parent joins the parent's lane 0.
+TEST(Tree, Depth3WithLanesAskedRunsOneLanePerServer) {
+  const TreeShape shape = Depth3();
+  TreeFarm farm;
+  server::ServerOptions o = TreeServerOptions();
+  o.io_threads = 3;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 200, AllTypes(), {RedOp::kSum, RedOp::kMax}));
+  for (size_t i = 0; i < shape.parent.size(); ++i) {
+    EXPECT_EQ(farm.server(static_cast<int>(i)).stats().lanes, 1u) << "server " << i;
+  }
+}
+
+// A root started as a plain server of 2 lanes, its children naming it with --upstream and every
+// rank at a leaf: it keeps its lanes, and the children's job is combined on its lane 0.
+TEST(Tree, ARootOfTwoLanesWithoutTopologyCombinesItsChildrenOnLaneZero) {
+  const TreeShape shape{{-1, 0, 0}, {1, 2, 1, 2}};
+  TreeFarm farm;
+  farm.mark_roots = false;
+  server::ServerOptions o = TreeServerOptions();
+  o.io_threads = 2;
+  ASSERT_TRUE(farm.Start(shape.parent, o).ok());
+  ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), {RedOp::kSum, RedOp::kMax}));
+  EXPECT_EQ(farm.server(0).stats().lanes, 2u) << "the root";
+  EXPECT_EQ(farm.server(1).stats().lanes, 1u) << "a leaf";
+}
+
 TEST(Tree, Depth3EveryTypeAndOp) {
   const TreeShape shape = Depth3();
   TreeFarm farm;

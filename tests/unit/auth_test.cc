@@ -44,9 +44,13 @@ std::string Hex(const wire::Mac& m) {
 
 TEST(HelloProof, MatchesTheDocumentedLayout) {
   // Computed independently (Python's hmac module) over
-  // "optcast-hello-proof-v1" | nonce | job_id | nranks u32le | rank u32le | flags u32le.
+  // "optcast-hello-proof-v1" | nonce | job_id | nranks u32le | rank u32le | flags u32le | lane u32le.
   EXPECT_EQ(Hex(auth::ComputeProof("0123456789abcdef0123", CountingNonce(), SampleHello())),
-            "fff668bf9beb0b02b2859c7a419f8cfa6df937604c40600b6235730cdae43828");
+            "ded5927e47f85881dc487d688e8e77673619fdd4ad857419d4ec6f0134312535");
+  wire::Hello lane1 = SampleHello();
+  lane1.lane = 1;
+  EXPECT_EQ(Hex(auth::ComputeProof("0123456789abcdef0123", CountingNonce(), lane1)),
+            "2610a15ae52cbdf80aae69eb2edb9da53951b1fbe0b408135a6eab0c0e8f4d25");
 }
 
 TEST(HelloProof, EveryFieldAndTheSecretMatter) {
@@ -59,12 +63,13 @@ TEST(HelloProof, EveryFieldAndTheSecretMatter) {
   wire::Nonce other_nonce = nonce;
   other_nonce[31] ^= 1;
   EXPECT_FALSE(auth::VerifyProof(secret, other_nonce, hello, good));
-  for (int field = 0; field < 4; ++field) {
+  for (int field = 0; field < 5; ++field) {
     wire::Hello h = hello;
     if (field == 0) h.job_id[0] ^= 1;
     if (field == 1) h.nranks += 1;
     if (field == 2) h.rank -= 1;
     if (field == 3) h.flags = 1;
+    if (field == 4) h.lane = 1;  // a proof is for one lane's connection
     EXPECT_FALSE(auth::VerifyProof(secret, nonce, h, good)) << "field " << field;
   }
   wire::Mac flipped = good;

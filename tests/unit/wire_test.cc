@@ -15,8 +15,8 @@ namespace {
 
 // Sizes fixed by the layout comment in wire/protocol.h.
 constexpr size_t kPrefixBytes = 4;
-constexpr size_t kHelloBytes = kPrefixBytes + 16 + 4 + 4 + 4;
-constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4 + 4 + 8;
+constexpr size_t kHelloBytes = kPrefixBytes + 16 + 4 + 4 + 4 + 4;
+constexpr size_t kWelcomeBytes = kPrefixBytes + 8 + 4 + 4 + 8 + 4;
 constexpr size_t kCollDescBytes = 8 + 1 + 1 + 1 + 1 + 8 + 8 + 4;
 constexpr size_t kChunkRefBytes = 4 + 8 + 4;
 constexpr size_t kChunkBytes = kPrefixBytes + kCollDescBytes + kChunkRefBytes;
@@ -89,6 +89,7 @@ TEST(WireRoundTrip, Hello) {
   in.nranks = 0xdeadbeef;
   in.rank = 0x12345678;
   in.flags = 0x80000001;
+  in.lane = 0x0badcafe;
   const auto bytes = EncodeHello(in);
   EXPECT_EQ(bytes.size(), kHelloBytes);
   EXPECT_EQ(GetU16(bytes, 0), kProtocolVersion);
@@ -100,11 +101,12 @@ TEST(WireRoundTrip, Hello) {
   EXPECT_EQ(out.hello.nranks, in.nranks);
   EXPECT_EQ(out.hello.rank, in.rank);
   EXPECT_EQ(out.hello.flags, in.flags);
+  EXPECT_EQ(out.hello.lane, in.lane);
 }
 
 TEST(WireRoundTrip, Welcome) {
   for (uint32_t flags : {0u, kWelcomeInTree, 0xffffffffu}) {
-    Welcome in{0x0123456789abcdefull, 0xfffffffeu, flags, 0xfedcba9876543210ull ^ flags};
+    Welcome in{0x0123456789abcdefull, 0xfffffffeu, flags, 0xfedcba9876543210ull ^ flags, 0x87654321u};
     const auto bytes = EncodeWelcome(in);
     EXPECT_EQ(bytes.size(), kWelcomeBytes);
     Message out;
@@ -114,6 +116,7 @@ TEST(WireRoundTrip, Welcome) {
     EXPECT_EQ(out.welcome.job_timeout_ms, in.job_timeout_ms);
     EXPECT_EQ(out.welcome.flags, in.flags);
     EXPECT_EQ(out.welcome.link_rate_bits, in.link_rate_bits);
+    EXPECT_EQ(out.welcome.lanes, in.lanes);
   }
 }
 
@@ -342,6 +345,8 @@ TEST(WireRoundTrip, LittleEndianLayout) {
 
 TEST(WireDecode, RejectsWrongVersionNamingIt) {
   for (auto bytes : AllValidMessages()) {
+    // An Error is read in any version (the next test).
+    if (GetU16(bytes, 2) == static_cast<uint16_t>(MsgType::kError)) continue;
     for (uint16_t v : {uint16_t{0}, uint16_t{2}, uint16_t{0x100}, uint16_t{0xffff}}) {
       if (v == kProtocolVersion) continue;
       PutU16(bytes, 0, v);
@@ -353,6 +358,31 @@ TEST(WireDecode, RejectsWrongVersionNamingIt) {
       EXPECT_NE(st.message().find(std::to_string(v)), std::string::npos) << st.message();
     }
   }
+}
+
+// A refusal from a peer of another release is still read: the Error's layout is every version's.
+TEST(WireDecode, ReadsAnErrorOfAnotherVersion) {
+  const std::vector<uint8_t> bytes = EncodeErrorForVersion({Code::kProtocol, 0, "speaks version 4"}, 4);
+  EXPECT_EQ(VersionOf(bytes), 4);
+  Message out;
+  ASSERT_TRUE(DecodeBytes(bytes, &out).ok());
+  EXPECT_EQ(out.type, MsgType::kError);
+  EXPECT_EQ(out.error.text, "speaks version 4");
+}
+
+TEST(WireDecode, HelloNamesALaneAndWelcomeCountsThem) {
+  Hello h;
+  h.nranks = 3;
+  h.lane = 2;
+  Message out;
+  ASSERT_TRUE(DecodeBytes(EncodeHello(h), &out).ok());
+  EXPECT_EQ(out.hello.lane, 2u);
+  Welcome w;
+  w.lanes = 3;
+  ASSERT_TRUE(DecodeBytes(EncodeWelcome(w), &out).ok());
+  EXPECT_EQ(out.welcome.lanes, 3u);
+  w.lanes = 0;
+  EXPECT_FALSE(DecodeBytes(EncodeWelcome(w), &out).ok());
 }
 
 TEST(WireDecode, RejectsUnknownType) {
