@@ -126,7 +126,8 @@ TEST(Tree, ARootOfTwoLanesWithoutTopologyCombinesItsChildrenOnLaneZero) {
   o.io_threads = 2;
   ASSERT_TRUE(farm.Start(shape.parent, o).ok());
   ExpectAllOk(RunAllTypes(farm, shape, 3001, SmallChunks(), 100, AllTypes(), {RedOp::kSum, RedOp::kMax}));
-  EXPECT_EQ(farm.server(0).stats().lanes, 2u) << "the root";
+  // Over ofi a server runs one lane (docs/transports.md): the tree works the same.
+  EXPECT_EQ(farm.server(0).stats().lanes, e2e::OverFabric() ? 1u : 2u) << "the root";
   EXPECT_EQ(farm.server(1).stats().lanes, 1u) << "a leaf";
 }
 
