@@ -133,7 +133,7 @@ int RunBench(BenchOptions opts) {
     transport::Kind kind = transport::Kind::kTcp;
     Status st = opts.transport.empty() ? transport::KindFromEnvironment(transport::Kind::kTcp, &kind)
                                        : transport::ParseKind(opts.transport, "--transport", &kind);
-    if (st.ok()) st = cluster.StartServers(opts.nservers, opts.host, &servers, kind, opts.io_threads);
+    if (st.ok()) st = cluster.StartServers(opts.nservers, opts.host, &servers, kind, opts.io_threads, opts.reduce_threads);
     if (!st.ok()) {
       std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
       return 1;
@@ -204,6 +204,11 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
                   "`optcast server --io-threads`)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
+  cmd->add_option("--reduce-threads", opts->reduce_threads,
+                  "Reduction threads of each server started (local mode; -1: the server's default, as "
+                  "`optcast server --reduce-threads`)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 256));
   cmd->add_option("--servers", opts->servers, "Use these running servers, HOST:PORT,... (or OPTCAST_SERVERS)")
       ->delimiter(',');
   cmd->add_option("--rank", opts->rank, "Be this rank of a multi-host run (or OPTCAST_RANK / mpirun / Slurm)");

@@ -23,7 +23,8 @@ struct BenchOptions {
   // Local mode: this many rank processes and servers on this machine.
   int nranks = 4;
   int nservers = 2;
-  int io_threads = 0;  // lanes of each local server (0: the server's default)
+  int io_threads = 0;       // lanes of each local server (0: the server's default)
+  int reduce_threads = -1;  // reduction threads of each local server (-1: the server's default)
   std::string host = "127.0.0.1";
   // tcp or ofi; empty: OPTCAST_TRANSPORT, else tcp.
   std::string transport;

@@ -16,7 +16,7 @@ namespace optcast::tools {
 LocalCluster::~LocalCluster() { StopServers(); }
 
 Status LocalCluster::StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
-                                  transport::Kind transport, int io_threads) {
+                                  transport::Kind transport, int io_threads, int reduce_threads) {
   addresses->clear();
   for (int i = 0; i < count; ++i) {
     int fds[2];
@@ -29,6 +29,7 @@ Status LocalCluster::StartServers(int count, const std::string& host, std::vecto
           opts.listen = {host, 0};
           opts.transport.kind = transport;
           opts.io_threads = io_threads;
+          opts.reduce_threads = reduce_threads;
           server::Server srv(opts);
           Status st = srv.Start();
           uint32_t port = st.ok() ? srv.port() : 0;

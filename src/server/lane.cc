@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <mutex>
@@ -115,6 +117,9 @@ Status Lane::OnHello(ConnState* cs, const wire::Hello& h) {
 
 Status Lane::Run() {
   observe::TraceThreadName(lanes_ == 1 ? std::string("server event loop") : fmt::format("server lane {}", index_));
+  // Named for top -H, perf and the lanes benchmark. Lane 0 runs on the caller's thread: a main
+  // thread's name is the process's, which stays the caller's.
+  if (gettid() != getpid()) pthread_setname_np(pthread_self(), fmt::format("optcast-lane{}", index_).c_str());
   // The worker threads start here, not in Start(): a process may fork between the two (tests
   // do), and a fork should find no thread but the caller's.
   dispatcher_.StartWorkers();

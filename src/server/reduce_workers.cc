@@ -1,6 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "server/reduce_workers.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "observe/trace.h"
@@ -52,6 +54,7 @@ void ReduceWorkers::TakeFinished(std::vector<ReduceTask*>* out) {
 
 void ReduceWorkers::WorkerLoop() {
   observe::TraceThreadName("server reduce worker");
+  pthread_setname_np(pthread_self(), "optcast-reduce");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || queued_head_ < queued_.size(); });
