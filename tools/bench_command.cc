@@ -133,7 +133,8 @@ int RunBench(BenchOptions opts) {
     transport::Kind kind = transport::Kind::kTcp;
     Status st = opts.transport.empty() ? transport::KindFromEnvironment(transport::Kind::kTcp, &kind)
                                        : transport::ParseKind(opts.transport, "--transport", &kind);
-    if (st.ok()) st = cluster.StartServers(opts.nservers, opts.host, &servers, kind, opts.io_threads, opts.reduce_threads);
+    if (st.ok())
+      st = cluster.StartServers(opts.nservers, opts.host, &servers, kind, opts.io_threads, opts.reduce_threads);
     if (!st.ok()) {
       std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
       return 1;

@@ -22,8 +22,7 @@ class LocalCluster {
   // server's default) and `reduce_threads` reduction threads (-1: the server's default); fills
   // `addresses` ("host:port").
   Status StartServers(int count, const std::string& host, std::vector<std::string>* addresses,
-                      transport::Kind transport = transport::Kind::kTcp, int io_threads = 0,
-                      int reduce_threads = -1);
+                      transport::Kind transport = transport::Kind::kTcp, int io_threads = 0, int reduce_threads = -1);
   // Runs body(rank) in `nranks` child processes; returns when all exit. Fails if any exits non-zero
   // or if they outlive `limit` (then all are killed).
   Status RunRanks(int nranks, const std::function<int(int rank)>& body, std::chrono::seconds limit);
