@@ -82,6 +82,9 @@ void Lane::TakeHandedOver() {
 }
 
 Status Lane::OnHello(ConnState* cs, const wire::Hello& h) {
+  // First: a refusal below would close a connection that is already a job's member without
+  // telling the job, which would then wait for it until its timeout.
+  if (cs->job || cs->challenged || cs->hand_off_lane >= 0) return ProtocolError("second hello on one connection");
   if (h.lane >= static_cast<uint32_t>(lanes_)) {
     return loop_.Refuse(cs, InvalidArgument(fmt::format("a hello for lane {}, but this server has {} lane{} (0..{})",
                                                         h.lane, lanes_, lanes_ == 1 ? "" : "s", lanes_ - 1)));
@@ -106,7 +109,6 @@ Status Lane::OnHello(ConnState* cs, const wire::Hello& h) {
     }
   }
   if (h.lane != static_cast<uint32_t>(index_)) {
-    if (cs->job || cs->challenged || cs->hand_off_lane >= 0) return ProtocolError("second hello on one connection");
     // Answered there: the lane that serves a connection is the one that authenticates it.
     cs->pending_hello = h;
     cs->hand_off_lane = static_cast<int>(h.lane);

@@ -121,6 +121,27 @@ TEST(E2eLanesProtocol, AJobOnAServerOfSeveralLanesHasRanksOrDownstreamServersNot
   EXPECT_EQ(farm.WaitIdle(), "");
 }
 
+// A member's second hello, whatever lane it names, is a protocol error that takes the member out
+// of its job: the job ends with its connection instead of waiting for it.
+TEST(E2eLanesProtocol, ASecondHelloNamingAnotherLaneEndsTheMembersJob) {
+  if (OverFabric()) GTEST_SKIP() << kRawBytesNeedTcp;
+  ServerFarm farm;
+  E2E_ASSERT_OK(farm.Start(1, WithLanes(1)));
+  wire::Hello h;
+  h.job_id = JobId::Random().bytes;
+  h.nranks = 1;
+  const int fd = RawConnect(farm.port(0));
+  ASSERT_TRUE(SendRaw(fd, Frame(wire::EncodeHello(h), 0)));
+  wire::Message welcome;
+  ASSERT_TRUE(wire::Decode(ReadMeta(fd), &welcome).ok());
+  ASSERT_EQ(welcome.type, wire::MsgType::kWelcome);
+  h.lane = 791621423;
+  ASSERT_TRUE(SendRaw(fd, Frame(wire::EncodeHello(h), 0)));
+  ExpectErrorThenClose(fd, Code::kProtocol, {"second hello"}, "a second hello");
+  ::close(fd);
+  EXPECT_EQ(farm.WaitIdle(), "");
+}
+
 // Hellos for every lane are authenticated, each by the lane that serves it.
 TEST(E2eLanesProtocol, EveryLanesHelloProvesTheSecret) {
   server::ServerOptions o = WithLanes(3);
