@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optcast/status.h"
+#include "tests/support/message_collector.h"
 #include "transport/connection.h"
 #include "transport/listener.h"
 #include "transport/message.h"
@@ -18,24 +19,6 @@ namespace optcast::transport {
 struct Pair {
   std::unique_ptr<Listener> listener;
   std::unique_ptr<Connection> client, server;
-};
-
-// Collects every message a connection delivers: metas, and payloads into buffers of their own.
-class Collector final : public MessageHandler {
- public:
-  Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t** dst) override {
-    metas.emplace_back(meta.begin(), meta.end());
-    payloads.emplace_back(payload_len);
-    *dst = payloads.back().data();
-    return Status::Ok();
-  }
-  Status OnMessageComplete(Connection&) override {
-    ++completed;
-    return Status::Ok();
-  }
-  std::vector<std::vector<uint8_t>> metas;
-  std::vector<std::vector<uint8_t>> payloads;
-  size_t completed = 0;
 };
 
 // A client dialling (on a thread: the address exchange waits for the server) and the server's end.

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/message_collector.h"
 #include "transport/dialer.h"
 #include "transport/factory.h"
 
@@ -38,24 +39,6 @@ struct TransportUnderTest {
 
 // For the test names that ctest lists ("# GetParam() = tcp").
 void PrintTo(const TransportUnderTest& t, std::ostream* os) { *os << t.name; }
-
-// Collects every message a connection delivers: metas, and payloads into buffers of their own.
-class Collector final : public MessageHandler {
- public:
-  Status OnMessageMeta(Connection&, std::span<const uint8_t> meta, uint64_t payload_len, uint8_t** dst) override {
-    metas.emplace_back(meta.begin(), meta.end());
-    payloads.emplace_back(payload_len);
-    *dst = payloads.back().data();
-    return Status::Ok();
-  }
-  Status OnMessageComplete(Connection&) override {
-    ++completed;
-    return Status::Ok();
-  }
-  std::vector<std::vector<uint8_t>> metas;
-  std::vector<std::vector<uint8_t>> payloads;
-  size_t completed = 0;
-};
 
 // `len` bytes that differ from message to message, so that a payload delivered to the wrong
 // message, shifted or cut short does not match.
