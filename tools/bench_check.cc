@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "tools/bench_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -67,13 +68,23 @@ void FillBenchInput(DataType dtype, RedOp op, int rank, void* buf, size_t count)
   for (size_t i = 0; i < count; ++i) Store(dtype, buf, i, InputValue(dtype, op, rank, i));
 }
 
-uint64_t CountWrong(DataType dtype, RedOp op, int nranks, const void* result, size_t count) {
+double WireErrorBound(DataType wire, int nranks) {
+  const double u = std::ldexp(1.0, wire == DataType::kBFloat16 ? -8 : -11);
+  return 2 * u + 4 * u * u + nranks * std::ldexp(1.0, -23);
+}
+
+uint64_t CountWrong(DataType dtype, RedOp op, int nranks, const void* result, size_t count, DataType wire) {
   uint64_t wrong = 0;
   const size_t esize = DataTypeSize(dtype);
+  const bool on_wire = dtype == DataType::kFloat32 && (wire == DataType::kBFloat16 || wire == DataType::kFloat16) &&
+                       (op == RedOp::kSum || op == RedOp::kAvg || op == RedOp::kMin || op == RedOp::kMax);
+  const double wire_bound = on_wire ? WireErrorBound(wire, nranks) : 0.0;
   for (size_t i = 0; i < count; ++i) {
     int64_t acc = InputValue(dtype, op, 0, i);
+    double magnitude = std::fabs(static_cast<double>(acc));
     for (int r = 1; r < nranks; ++r) {
       const int64_t v = InputValue(dtype, op, r, i);
+      magnitude += std::fabs(static_cast<double>(v));
       switch (op) {
         case RedOp::kSum:
         case RedOp::kAvg: acc += v; break;
@@ -89,7 +100,8 @@ uint64_t CountWrong(DataType dtype, RedOp op, int nranks, const void* result, si
       double expect = static_cast<double>(acc);
       if (op == RedOp::kAvg) expect /= nranks;
       const double got = LoadFloat(dtype, result, i);
-      const double tol = op == RedOp::kAvg ? std::fabs(expect) * (esize == 2 ? 1e-2 : 1e-6) : 0.0;
+      double tol = op == RedOp::kAvg ? std::fabs(expect) * (esize == 2 ? 1e-2 : 1e-6) : 0.0;
+      if (on_wire) tol = std::max(tol, wire_bound * magnitude / (op == RedOp::kAvg ? nranks : 1));
       if (!(std::fabs(got - expect) <= tol)) ++wrong;
     } else {
       if (op == RedOp::kAvg) acc /= nranks;  // C++ division truncates toward zero

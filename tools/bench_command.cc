@@ -8,6 +8,7 @@
 
 #include "bootstrap/rendezvous.h"
 #include "common/env.h"
+#include "optcast/communicator.h"
 #include "tools/bench_rank.h"
 #include "tools/commands.h"
 #include "tools/local_cluster.h"
@@ -228,6 +229,9 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("--plugin", opts->plugin_path,
                   "The libnccl-net-optcast.so to load (default: $OPTCAST_NCCL_PLUGIN, else the one built or "
                   "installed with this optcast)");
+  cmd->add_option("--wire", opts->wire,
+                  "float32 on a 16-bit wire for the server path and the plugin: bf16, fp16 or off (default: "
+                  "OPTCAST_WIRE_DTYPE); results are checked within the bound the format allows");
   cmd->add_option("--plugin-chunk", *plugin_chunk, "NCCL's chunk size: the bytes of each CollNet request")
       ->capture_default_str();
   cmd->add_option("--channels", opts->channels, "NCCL channels sharing the plugin's one collComm")
@@ -276,6 +280,13 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
     if (!IsRedOpDefinedFor(*rop, *dt)) {
       std::fprintf(stderr, "optcast bench: %s\n", UndefinedRedOpMessage(*rop, *dt).c_str());
       return 2;
+    }
+    if (!o.wire.empty()) {
+      DataType wire = DataType::kFloat32;
+      if (Status st = ParseWireDtype(o.wire, "--wire", &wire); !st.ok()) {
+        std::fprintf(stderr, "optcast bench: %s\n", st.message().c_str());
+        return 2;
+      }
     }
     auto pc = ParseByteSize(*plugin_chunk);
     if (!pc || *pc == 0) {

@@ -44,6 +44,9 @@ struct BenchOptions {
   // (libnccl-net-optcast.so's CollNet, driven as NCCL's proxy drives it; shown as algo "plugin").
   std::string through = "client";
   std::string plugin_path;                 // empty: FindPlugin's default
+  // The type float32 travels in on the server path and through the plugin ("bf16", "fp16";
+  // empty: OPTCAST_WIRE_DTYPE, else as it is). The ring always sends float32.
+  std::string wire;
   size_t plugin_chunk_bytes = 512u << 10;  // NCCL's CollNet chunk: the size of each staged request
   int channels = 2;                        // NCCL channels sharing the one collComm
   int proxy_idle_us = 0;                   // 0: the driver yields when idle, as NCCL's proxy; else sleeps

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -111,6 +112,7 @@ void SetPluginEnvironment(const BenchOptions& o, const std::vector<std::string>&
   if (!o.transport.empty()) setenv("OPTCAST_TRANSPORT", o.transport.c_str(), 1);
   if (o.chunk_bytes != 0) setenv("OPTCAST_CHUNK_BYTES", std::to_string(o.chunk_bytes).c_str(), 1);
   if (!o.failover) setenv("OPTCAST_FAILOVER", "0", 1);
+  if (!o.wire.empty()) setenv("OPTCAST_WIRE_DTYPE", o.wire.c_str(), 1);
 }
 
 void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, size_t nservers, const std::string& how) {
@@ -152,6 +154,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   if (Status st = rv.Broadcast(&job_hex); !st.ok()) return report(st);
 
   std::vector<std::pair<std::string, std::unique_ptr<Algo>>> algos;
+  std::map<std::string, DataType> wire_of;  // the type float32 travels in, per algorithm
   for (const std::string& name : opts.algos) {
     if (name == "server") {
       CommunicatorOptions co;
@@ -162,6 +165,10 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       co.timeout = std::chrono::milliseconds(opts.timeout_ms);
       co.chunk_bytes = opts.chunk_bytes;
       if (Status st = ApplyEnvironment(&co); !st.ok()) return report(st);
+      if (!opts.wire.empty()) {
+        if (Status st = ParseWireDtype(opts.wire, "--wire", &co.wire_dtype); !st.ok()) return report(st);
+      }
+      wire_of[name] = co.wire_dtype;
       co.servers = servers;
       if (!opts.failover) co.failover = false;
       if (!opts.transport.empty()) co.transport = opts.transport;
@@ -175,6 +182,9 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       algos.emplace_back(name, std::make_unique<RingAlgo>(std::move(ring)));
     } else if (name == "plugin") {
       SetPluginEnvironment(opts, servers);
+      CommunicatorOptions plugin_options;  // what the plugin's communicator will read
+      if (Status st = ApplyEnvironment(&plugin_options); !st.ok()) return report(st);
+      wire_of[name] = plugin_options.wire_dtype;
       nccl_driver::ProxyOptions po;
       po.channels = opts.channels;
       po.chunk_bytes = opts.plugin_chunk_bytes;
@@ -222,7 +232,14 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   std::vector<BenchRow> rows;
   const double bus_factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
   for (auto& [name, algo] : algos) {
-    if (rank == 0 && !opts.quiet) PrintHeader(opts, name, nranks, servers.size(), algo->Describe());
+    if (rank == 0 && !opts.quiet) {
+      PrintHeader(opts, name, nranks, servers.size(), algo->Describe());
+      const auto wire = wire_of.find(name);
+      if (opts.dtype == DataType::kFloat32 && wire != wire_of.end() && wire->second != DataType::kFloat32) {
+        std::printf("# float32 on a %s wire: results checked within the bound the format allows\n",
+                    DataTypeName(wire->second));
+      }
+    }
     for (uint64_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
       const uint64_t count = std::max<uint64_t>(1, bytes / esize);
       progress.StartSize(name, count * esize);
@@ -258,7 +275,9 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       if (opts.check) {
         std::memset(recv.data(), 0xa5, count * esize);
         if (Status st = algo->Run(send.data(), recv.data(), count, opts.dtype, opts.op); !st.ok()) return report(st);
-        wrong = CountWrong(opts.dtype, opts.op, nranks, recv.data(), count);
+        const auto wire = wire_of.find(name);
+        wrong = CountWrong(opts.dtype, opts.op, nranks, recv.data(), count,
+                           wire == wire_of.end() ? DataType::kFloat32 : wire->second);
       }
       const FailoverStats fo = algo->Failovers();
       std::vector<std::string> all;

@@ -1,6 +1,7 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 //
-// Throughput of the server's reduction kernels against memcpy, 8 MiB per buffer, one core. Bytes
+// Throughput of the server's reduction kernels against memcpy, 8 MiB per buffer, one core, and of
+// the client's float32 wire conversions (BM_Wire, below). Bytes
 // are counted as memory traffic: nsrc reads + 1 write for Combine, 1 read + 1 write per copied
 // buffer for memcpy, so the two bytes/s figures compare directly. Every Combine benchmark also
 // copies each of its sources once between iterations (untimed) and reports, both timed in this
@@ -10,10 +11,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include <ctime>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "reduce/combine.h"
 #include "reduce/half.h"
 #include "reduce/simd_kernels.h"
+#include "reduce/wire_convert.h"
 
 namespace optcast::reduce {
 namespace {
@@ -124,6 +126,49 @@ void BM_Memcpy(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * pairs * 2 * static_cast<int64_t>(kBytesPerBuffer));
 }
+
+// The float32 wire conversions (reduce/wire_convert.h) over `floats` float32 elements against
+// memcpy of the same float32 data, both in this thread's CPU time:
+//   of_memcpy  memcpy's time / the conversion's: 1 or more is at least as fast as copying the
+//              float32 data once
+// 16384 floats (64 KiB) is the client's narrowing block, in cache as it is sent; 2 Mi floats
+// (8 MiB) is a buffer that is not.
+void BM_Wire(benchmark::State& state, DataType wire, bool narrow) {
+  const size_t floats = static_cast<size_t>(state.range(0));
+  std::vector<float> wide(floats), copy(floats);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : wide) v = dist(rng);
+  std::vector<uint16_t> narrowed(floats);
+  (void)NarrowFloat32(wire, wide.data(), narrowed.data(), floats);
+  double convert_seconds = 0, copy_seconds = 0;
+  for (auto _ : state) {
+    const double start = ThreadCpuSeconds();
+    const Status st = narrow ? NarrowFloat32(wire, wide.data(), narrowed.data(), floats)
+                             : WidenToFloat32(wire, narrowed.data(), wide.data(), floats);
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(narrowed.data());
+    benchmark::DoNotOptimize(wide.data());
+    benchmark::ClobberMemory();
+    convert_seconds += ThreadCpuSeconds() - start;
+    state.PauseTiming();
+    const double copy_start = ThreadCpuSeconds();
+    std::memcpy(copy.data(), wide.data(), floats * sizeof(float));
+    benchmark::DoNotOptimize(copy.data());
+    benchmark::ClobberMemory();
+    copy_seconds += ThreadCpuSeconds() - copy_start;
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * floats * sizeof(float)));
+  state.counters["of_memcpy"] = copy_seconds / convert_seconds;
+}
+
+void WireSizes(benchmark::internal::Benchmark* b) { b->ArgName("floats")->Arg(16384)->Arg(2 << 20); }
+
+BENCHMARK_CAPTURE(BM_Wire, narrow_bf16, DataType::kBFloat16, true)->Apply(WireSizes);
+BENCHMARK_CAPTURE(BM_Wire, widen_bf16, DataType::kBFloat16, false)->Apply(WireSizes);
+BENCHMARK_CAPTURE(BM_Wire, narrow_fp16, DataType::kFloat16, true)->Apply(WireSizes);
+BENCHMARK_CAPTURE(BM_Wire, widen_fp16, DataType::kFloat16, false)->Apply(WireSizes);
 
 void SourceCounts(benchmark::internal::Benchmark* b) { b->ArgName("nsrc")->Arg(2)->Arg(4)->Arg(8); }
 

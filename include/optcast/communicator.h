@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optcast/job_id.h"
@@ -92,6 +93,13 @@ struct CommunicatorOptions {
   // Expedited Forwarding. A network that does not honour it only carries the mark.
   size_t latency_bytes = 64 * 1024;
   int latency_dscp = 46;
+  // The type float32 data travels in (docs/wire-dtype.md). kFloat32: as it is. kBFloat16 or
+  // kFloat16: each rank rounds its float32 input to the 16-bit type once (half the bytes on the
+  // wire), the servers sum in float32 and round once, and the rank widens the result back to
+  // float32. Applies to float32 allreduce and reduce-scatter with sum, avg, min and max; other
+  // types, prod and all-gather travel as they are. Must match on every rank
+  // (OPTCAST_WIRE_DTYPE=bf16|fp16|off).
+  DataType wire_dtype = DataType::kFloat32;
 };
 
 // What failover did so far.
@@ -102,9 +110,13 @@ struct FailoverStats {
 
 // Fills options from OPTCAST_SERVERS, OPTCAST_TIMEOUT_MS, OPTCAST_CHUNK_BYTES, OPTCAST_WINDOW,
 // OPTCAST_TRANSPORT, OPTCAST_FAILOVER (0 or 1), OPTCAST_HEARTBEAT_MS, OPTCAST_TCP_CONGESTION,
-// OPTCAST_LATENCY_BYTES, OPTCAST_LATENCY_DSCP (0-63 or off), and the secret from OPTCAST_SECRET_FILE (or
+// OPTCAST_LATENCY_BYTES, OPTCAST_LATENCY_DSCP (0-63 or off), OPTCAST_WIRE_DTYPE (bf16, fp16 or off), and the secret from OPTCAST_SECRET_FILE (or
 // OPTCAST_SECRET).
 Status ApplyEnvironment(CommunicatorOptions* options);
+
+// Reads a wire type for float32 data: "bf16"/"bfloat16", "fp16"/"float16"/"half", or
+// "off"/"fp32"/"float32"/"" (as it is, kFloat32). `what` names the setting in the error.
+Status ParseWireDtype(std::string_view text, std::string_view what, DataType* out);
 
 // An in-flight collective. Owned by its communicator; released when Test or TestFor reports it
 // done or when Wait returns (see "Requests" above).

@@ -148,6 +148,8 @@ Status ServerCommunicator::OnAnswer(ServerLink& link, const wire::Message& msg, 
   link.rx_req = req;
   link.rx_credit = req->desc.coll != CollType::kAllGather;
   link.rx_bytes = payload_len;
+  link.rx_first = dst_elem;
+  link.rx_elems = ref.count;
   return Status::Ok();
 }
 
@@ -177,6 +179,9 @@ Status ServerCommunicator::OnMessageComplete(transport::Connection& c) {
       link->rx_into_copy ? std::memcpy(caller, kept, bytes) : std::memcpy(kept, caller, bytes);
     }
   }
+  // float32 on a 16-bit wire: the result is in the staging buffer (from the copy, if it landed
+  // there), still in cache; the caller's buffer gets it widened.
+  if (req->narrowing && !req->retained) req->narrowing->WidenResult(link->rx_first, link->rx_elems);
   link->rx_piece = SIZE_MAX;
   link->rx_into_copy = false;
   last_progress_ = Clock::now();

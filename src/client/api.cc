@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "observe/trace.h"
 #include "optcast/communicator.h"
+#include "reduce/wire_convert.h"
 #include "transport/kind.h"
 #include "transport/posix/congestion.h"
 #include "transport/posix/traffic_class.h"
@@ -29,6 +30,12 @@ Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<
   if (options.latency_dscp < 0 || options.latency_dscp > transport::posix::kMaxDscp) {
     return InvalidArgument(
         fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", options.latency_dscp));
+  }
+  if (options.wire_dtype != DataType::kFloat32 && !reduce::IsFloat32WireType(options.wire_dtype)) {
+    return InvalidArgument(
+        fmt::format("wire_dtype {} is not a wire type for float32; use bfloat16, float16, or float32 "
+                    "(off)",
+                    DataTypeName(options.wire_dtype)));
   }
   OPTCAST_RETURN_IF_ERROR(
       observe::StartTraceFromEnv("OPTCAST_TRACE", options.rank, fmt::format("optcast rank {}", options.rank)));
@@ -60,6 +67,19 @@ Status Communicator::AllGather(const void* sendbuf, void* recvbuf, size_t sendco
   Request* req = nullptr;
   OPTCAST_RETURN_IF_ERROR(IAllGather(sendbuf, recvbuf, sendcount, dtype, &req));
   return Wait(req);
+}
+
+Status ParseWireDtype(std::string_view text, std::string_view what, DataType* out) {
+  if (text.empty() || text == "off" || text == "0") {
+    *out = DataType::kFloat32;
+    return Status::Ok();
+  }
+  const auto parsed = ParseDataType(text);
+  if (!parsed || (*parsed != DataType::kFloat32 && !reduce::IsFloat32WireType(*parsed))) {
+    return InvalidArgument(fmt::format("{}='{}' is not a wire type for float32; use bf16, fp16 or off", what, text));
+  }
+  *out = *parsed;
+  return Status::Ok();
 }
 
 Status ApplyEnvironment(CommunicatorOptions* o) {
@@ -106,6 +126,9 @@ Status ApplyEnvironment(CommunicatorOptions* o) {
   }
   if (auto dscp = GetEnv("OPTCAST_LATENCY_DSCP")) {
     OPTCAST_RETURN_IF_ERROR(transport::posix::ParseDscp(*dscp, "OPTCAST_LATENCY_DSCP", &o->latency_dscp));
+  }
+  if (auto wire = GetEnv("OPTCAST_WIRE_DTYPE")) {
+    OPTCAST_RETURN_IF_ERROR(ParseWireDtype(*wire, "OPTCAST_WIRE_DTYPE", &o->wire_dtype));
   }
   std::string secret;
   OPTCAST_RETURN_IF_ERROR(auth::SecretFromEnvironment(&secret));

@@ -38,6 +38,10 @@ void ServerCommunicator::FillWindows() {
       if (!s.window.HasRoom(bytes)) continue;
       const uint8_t flags = ps.flags.empty() ? 0 : ps.flags[ps.next];
       ++ps.next;
+      // A result copy re-sends a result, already in the wire type; an input is rounded first.
+      if (ps.req->narrowing && (flags & wire::kChunkResultCopy) == 0) {
+        ps.req->narrowing->NarrowForSend(ref.offset, ref.count);
+      }
       const uint8_t* src = striping_.ChunkSource(*ps.req, ref, flags);
       wire::Chunk chunk{ps.desc, ref, flags};
       transport::OutMessage msg;

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "client/copy_buffer.h"
+#include "client/wire_narrowing.h"
 #include "optcast/status.h"
 #include "wire/protocol.h"
 
@@ -48,6 +51,8 @@ class Request {
   bool planned = false;              // striped over the servers (not while a failover is being agreed)
   std::vector<Piece> pieces;         // allreduce: every chunk, by offset
   std::vector<uint64_t> rerun_seqs;  // collectives that re-run its dead servers' shares
+  // float32 on a 16-bit wire: send and recv above are its staging buffer, desc.dtype the wire type.
+  std::unique_ptr<client::WireNarrowing> narrowing;
 
   // The index of the piece that starts at element `offset`, or SIZE_MAX (pieces are sorted).
   size_t FindPiece(uint64_t offset) const;

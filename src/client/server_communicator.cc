@@ -207,6 +207,7 @@ Status ServerCommunicator::Issue(CollType coll, const void* sendbuf, void* recvb
   req->desc.op = op;
   req->desc.count = count;
   req->pending_link.assign(servers_.size(), 0);
+  if (count > 0 && WireNarrowing::Applies(opts_.wire_dtype, coll, dtype, op)) NarrowOnTheWire(req.get());
   if (coll == CollType::kAllGather && count > 0) {
     uint8_t* mine = req->recv + static_cast<uint64_t>(opts_.rank) * count * req->esize;
     if (mine != req->send) std::memmove(mine, req->send, count * req->esize);
@@ -226,6 +227,28 @@ Status ServerCommunicator::Issue(CollType coll, const void* sendbuf, void* recvb
   }
   *request = raw;
   return Status::Ok();
+}
+
+// The request becomes a collective of the wire type over a staging buffer in the caller's layout
+// (wire_narrowing.h).
+void ServerCommunicator::NarrowOnTheWire(Request* req) {
+  const uint64_t count = req->desc.count;
+  const bool scatter = req->desc.coll == CollType::kReduceScatter;
+  const uint64_t send_elems = scatter ? count * static_cast<uint64_t>(opts_.nranks) : count;
+  const uint64_t recv_offset = scatter ? static_cast<uint64_t>(opts_.rank) * count : 0;
+  const auto* user_send = reinterpret_cast<const float*>(req->send);
+  auto* user_recv = reinterpret_cast<float*>(req->recv);
+  const bool in_place = user_recv == user_send + recv_offset;
+  CopyBuffer staging = failover_.TakeCopyBuffer(WireNarrowing::StagingBytes(send_elems, count, in_place));
+  req->narrowing = std::make_unique<WireNarrowing>(opts_.wire_dtype, user_send, user_recv, send_elems, count, in_place,
+                                                   recv_offset, std::move(staging));
+  req->desc.dtype = opts_.wire_dtype;
+  req->esize = DataTypeSize(opts_.wire_dtype);
+  req->send = req->narrowing->send_staging();
+  req->recv = req->narrowing->recv_staging();
+  // In place, a reduce-scatter keeps its own segment's input before anything is sent
+  // (Failover::PrepareRequest): that segment is rounded first.
+  if (in_place && scatter) req->narrowing->NarrowForSend(recv_offset, count);
 }
 
 void ServerCommunicator::Complete(Request* req, size_t link) {
@@ -253,6 +276,7 @@ Status ServerCommunicator::Release(Request* req) {
   Status st = req->status;
   failover_.GiveBackCopyBuffer(std::move(req->copy));  // a copy it did not hand to Retain
   failover_.GiveBackCopyBuffer(std::move(req->own_input));
+  if (req->narrowing) failover_.GiveBackCopyBuffer(req->narrowing->TakeStaging());
   delete req;
   return st;
 }

@@ -81,6 +81,8 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   // ---- issue and complete (server_communicator.cc) ----
   Status Issue(CollType coll, const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op,
                Request** request);
+  // float32 on a 16-bit wire: `req` goes over the staging buffer (wire_narrowing.h).
+  void NarrowOnTheWire(Request* req);
   // An answer for `req` came from `link`.
   void Complete(Request* req, size_t link);
   Status Release(Request* req);

@@ -48,6 +48,8 @@ struct ServerLink {
   Request* rx_req = nullptr;
   bool rx_credit = false;
   uint64_t rx_bytes = 0;
+  uint64_t rx_first = 0;  // the receive buffer's element the arriving result starts at
+  uint32_t rx_elems = 0;
   // Tracing: this link's track, when the result being received began, when the last send ended.
   int trace_track = 0;     // results arriving
   int trace_track_tx = 0;  // chunks leaving (overlaps the other in time)

@@ -23,6 +23,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "reduce/float16_codecs-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace optcast::reduce::detail {
 namespace HWY_NAMESPACE {
@@ -36,6 +38,7 @@ constexpr size_t kBlockElems = 2048;
 constexpr int kSourcesPerPass = 4;
 
 // ---- Codecs: how a stored element type loads into its accumulator lanes and stores back. ----
+// (HalfCodec and BFloat16Codec: float16_codecs-inl.h, shared with the wire conversions.)
 
 template <typename T>
 struct PlainCodec {
@@ -50,14 +53,6 @@ struct PlainCodec {
     hn::StoreU(v, d, p);
   }
 };
-
-// Demotes 32-bit lanes holding values < 2^16 to 16 bits (the saturating pack is exact there).
-template <class DF>
-void StoreLow16(DF df, hn::Vec<hn::RebindToUnsigned<DF>> bits, uint16_t* p) {
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> du16;
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, p);
-}
 
 // 8-bit lanes have no multiply: products are formed in 16-bit lanes and the low byte kept, which
 // is the wrapped product for int8 and uint8 alike (two's complement).
@@ -123,94 +118,6 @@ struct IntAverageCodec {
     } else {
       hn::StoreU(hn::DemoteTo(di32, v), di32, p);
     }
-  }
-};
-
-struct HalfCodec {
-  using Storage = uint16_t;
-  using Acc = float;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
-  // F16C (vcvtph2ps / vcvtps2ph): round to nearest even, NaNs quieted with payload kept.
-  template <class D>
-  static hn::Vec<D> Load(D d, const Storage* p) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
-  template <class D>
-  static void Store(D d, hn::Vec<D> v, Storage* p) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
-  }
-#else
-  // No conversion instructions: the branch-free bit manipulation of half_inline.h in lanes
-  // (Highway's own fallback truncates instead of rounding).
-  template <class D>
-  static hn::Vec<D> Load(D d, const Storage* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> du16;
-    const auto h = hn::PromoteTo(du, hn::LoadU(du16, p));
-    const auto magnitude = hn::And(h, hn::Set(du, 0x7fffu));
-    const auto shifted = hn::ShiftLeft<13>(magnitude);
-    const auto exponent = hn::And(shifted, hn::Set(du, 0x0f800000u));
-    const auto zero_or_subnormal = hn::RebindMask(d, exponent == hn::Zero(du));
-    const auto inf_or_nan = hn::RebindMask(d, exponent == hn::Set(du, 0x0f800000u));
-    auto bits = hn::Add(shifted, hn::Set(du, (127u - 15u) << 23));
-    bits =
-        hn::Add(bits, hn::BitCast(du, hn::IfThenElseZero(inf_or_nan, hn::BitCast(d, hn::Set(du, (128u - 16u) << 23)))));
-    bits = hn::Add(bits, hn::BitCast(du, hn::IfThenElseZero(zero_or_subnormal, hn::BitCast(d, hn::Set(du, 1u << 23)))));
-    const auto offset = hn::IfThenElseZero(zero_or_subnormal, hn::BitCast(d, hn::Set(du, 0x38800000u)));
-    auto result = hn::BitCast(du, hn::Sub(hn::BitCast(d, bits), offset));
-    const auto is_nan = hn::RebindMask(d, hn::BitCast(di, magnitude) > hn::Set(di, 0x7c00));
-    result = hn::Or(result, hn::BitCast(du, hn::IfThenElseZero(is_nan, hn::BitCast(d, hn::Set(du, 0x00400000u)))));
-    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
-    return hn::BitCast(d, hn::Or(result, sign));
-  }
-  template <class D>
-  static void Store(D d, hn::Vec<D> v, Storage* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const auto bits = hn::BitCast(du, v);
-    const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
-    const auto umagnitude = hn::And(bits, hn::Set(du, 0x7fffffffu));
-    const auto magnitude = hn::BitCast(di, umagnitude);  // < 2^31: signed compares are exact
-    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(umagnitude), hn::Set(du, 0x3ffu)));
-    const auto odd = hn::And(hn::ShiftRight<13>(umagnitude), hn::Set(du, 1u));
-    const auto normal = hn::ShiftRight<13>(
-        hn::Add(hn::Sub(umagnitude, hn::Set(du, (127u - 15u) << 23)), hn::Add(hn::Set(du, 0xfffu), odd)));
-    const auto subnormal =
-        hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, umagnitude), hn::Set(d, 0.5f))), hn::Set(du, 0x3f000000u));
-    const auto tiny = hn::RebindMask(du, magnitude < hn::Set(di, 0x38800000));
-    const auto overflow = hn::RebindMask(du, magnitude > hn::Set(di, 0x47800000 - 1));
-    const auto is_nan = hn::RebindMask(du, magnitude > hn::Set(di, 0x7f800000));
-    const auto finite = hn::IfThenElse(tiny, subnormal, normal);
-    const auto result = hn::IfThenElse(is_nan, nan, hn::IfThenElse(overflow, hn::Set(du, 0x7c00u), finite));
-    StoreLow16(d, hn::Or(sign, result), p);
-  }
-#endif
-};
-
-struct BFloat16Codec {
-  using Storage = uint16_t;
-  using Acc = float;
-  template <class D>
-  static hn::Vec<D> Load(D d, const Storage* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::Rebind<uint16_t, D> du16;
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p))));
-  }
-  // Round to nearest even on the 16 dropped bits (Highway's DemoteTo truncates); NaNs quieted.
-  template <class D>
-  static void Store(D d, hn::Vec<D> v, Storage* p) {
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const auto bits = hn::BitCast(du, v);
-    const auto high = hn::ShiftRight<16>(bits);
-    const auto rounded =
-        hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), hn::And(high, hn::Set(du, 1u)))));
-    const auto magnitude = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
-    const auto is_nan = hn::RebindMask(du, magnitude > hn::Set(di, 0x7f800000));
-    StoreLow16(d, hn::IfThenElse(is_nan, hn::Or(high, hn::Set(du, 0x0040u)), rounded), p);
   }
 };
 

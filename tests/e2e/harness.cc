@@ -321,6 +321,7 @@ Status MakeComm(const std::vector<std::string>& servers, const JobId& job, int n
   o.tcp_congestion = config.tcp_congestion;
   o.latency_bytes = config.latency_bytes;
   o.latency_dscp = config.latency_dscp;
+  o.wire_dtype = config.wire_dtype;
   return Communicator::Create(o, out);
 }
 

@@ -189,6 +189,7 @@ struct CommConfig {
   std::string tcp_congestion;
   size_t latency_bytes = 64 * 1024;
   int latency_dscp = 46;
+  DataType wire_dtype = DataType::kFloat32;
 };
 
 // Calls `visit(fd, "localport->peerport")` for every connected TCP socket of this process with one
