@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "plugin_harness.h"
+#include "reduce/half.h"
 #include "server/server.h"
 #include "tests/support/fd_io.h"
 
@@ -928,6 +929,44 @@ TEST(ProxyErrors, WithFailoverOffServerDyingFailsCollectivesPromptly) {
     EXPECT_EQ(rc, ncclRemoteError);
     EXPECT_LT(MsSince(start), 10000);
     EXPECT_TRUE(Warned({"lost the connection to server " + victim_address, "OPTCAST_SERVERS run"}));
+    EXPECT_EQ(cn->closeColl(comm), ncclSuccess);
+  });
+}
+
+// OPTCAST_WIRE_DTYPE=bf16: NCCL's float32 requests travel as bfloat16 without NCCL knowing. One
+// rank's sum is its own input rounded to bfloat16 once (the server folds one source and rounds),
+// so every element must be exactly that, not the float32 input; float64 travels as it is.
+TEST(ProxyWireDtype, Bf16CarriesFloat32RequestsAsBfloat16) {
+  ServerProcesses servers(2);
+  InOneChild("bf16 wire", [&] {
+    setenv("OPTCAST_SERVERS", servers.addresses().c_str(), 1);
+    setenv("OPTCAST_WIRE_DTYPE", "bf16", 1);
+    Plugin p;
+    auto* cn = p.cn;
+    ncclResult_t rc = ncclInternalError;
+    void* comm = ConnectAlone(cn, p.ctx, &rc);
+    ASSERT_EQ(rc, ncclSuccess);
+    std::vector<float> in(1 << 18), out(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = 1.0f + static_cast<float>(i % 4096) / 4096.0f;  // 12 bits
+    void* req = nullptr;
+    int done = 0;
+    ASSERT_EQ(cn->iallreduce(comm, in.data(), out.data(), in.size(), ncclFloat32, ncclSum, nullptr, nullptr, &req),
+              ncclSuccess);
+    ASSERT_EQ(TestUntilEnd(cn, req, std::chrono::seconds(20), &done), ncclSuccess);
+    size_t wrong = 0, rounded = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float want = reduce::BFloat16ToFloat(reduce::FloatToBFloat16(in[i]));
+      wrong += out[i] != want;
+      rounded += want != in[i];
+    }
+    EXPECT_EQ(wrong, 0u) << "elements that are not their bfloat16 rounding";
+    EXPECT_GT(rounded, in.size() / 2) << "the inputs must need rounding for this to show anything";
+    std::vector<double> din(4099, 1.0 + 1e-9), dout(din.size());
+    req = nullptr;
+    ASSERT_EQ(cn->iallreduce(comm, din.data(), dout.data(), din.size(), ncclFloat64, ncclSum, nullptr, nullptr, &req),
+              ncclSuccess);
+    ASSERT_EQ(TestUntilEnd(cn, req, std::chrono::seconds(20), &done), ncclSuccess);
+    EXPECT_EQ(dout, din) << "float64 travels as it is";
     EXPECT_EQ(cn->closeColl(comm), ncclSuccess);
   });
 }
