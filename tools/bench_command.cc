@@ -88,7 +88,7 @@ int RunBench(BenchOptions opts) {
       return 2;
     }
   }
-  const bool wants_server = wants("server") || wants("plugin");
+  const bool wants_server = wants("server") || wants("plugin") || wants("server-bf16");
 
   int env_rank = -1, env_nranks = 0;
   const bool rank_mode = opts.rank >= 0 || RankFromEnvironment(&env_rank, &env_nranks);
@@ -195,7 +195,8 @@ std::function<int()> AddBenchCommand(CLI::App& app) {
   cmd->add_option("-w,--warmup_iters", opts->warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_option("-c,--check", *check, "Check results (1) or not (0)")->capture_default_str();
   cmd->add_option("--algo", opts->algos,
-                  "Algorithms to run: server, ring, plugin (= server through the NCCL plugin) (comma-separated)")
+                  "Algorithms to run: server, ring, plugin (= server through the NCCL plugin), server-bf16 (= server "
+                  "with float32 on a bfloat16 wire) (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--nranks", opts->nranks, "Rank processes (local mode), or the run's size (with --rank)")

@@ -25,7 +25,10 @@ Status WriteBenchPlot(const std::string& path, const BenchOptions& opts, int nra
   PlotPanel algbw{"algbw: message size / time", "algbw (GB/s)", {}, 0};
   PlotPanel busbw{"busbw: algbw x 2(n-1)/n, comparable across rank counts", "busbw (GB/s)", {}, 0};
   for (size_t i = 0; i < algos.size(); ++i) {
-    const std::string title = algos[i] == "server" ? "reduction servers" : algos[i] == "ring" ? "ring" : algos[i];
+    const std::string title = algos[i] == "server"        ? "reduction servers"
+                              : algos[i] == "server-bf16" ? "reduction servers, bf16 wire"
+                              : algos[i] == "ring"        ? "ring"
+                                                          : algos[i];
     PlotSeries a{title, PlotColor(i), {}, false, true};
     PlotSeries b = a;
     for (const auto& r : rows) {

@@ -121,7 +121,7 @@ void PrintHeader(const BenchOptions& o, const std::string& algo, int nranks, siz
     const std::string provider = transport::RequestedFabricProvider();
     transport += " (provider " + (provider.empty() ? std::string("automatic") : provider) + ")";
   }
-  const bool servers = algo == "server" || algo == "plugin";
+  const bool servers = algo == "server" || algo == "plugin" || algo == "server-bf16";
   std::printf(
       "# algo: %s   ranks: %d   %s\n", algo.c_str(), nranks,
       servers ? fmt::format("servers: {}   transport: {}", nservers, transport).c_str() : "(peer-to-peer ring)");
@@ -150,13 +150,20 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
   };
 
   // Rank 0 names the job; all ranks join it.
-  std::string job_hex = rank == 0 ? JobId::Random().ToHex() : std::string();
-  if (Status st = rv.Broadcast(&job_hex); !st.ok()) return report(st);
+  // A job per algorithm: the server path and the server path on a bfloat16 wire each join the
+  // servers as every rank, and a rank may be in a job once.
+  std::string job_hexes;
+  if (rank == 0) {
+    for (size_t i = 0; i < opts.algos.size(); ++i) job_hexes += (i ? " " : "") + JobId::Random().ToHex();
+  }
+  if (Status st = rv.Broadcast(&job_hexes); !st.ok()) return report(st);
 
   std::vector<std::pair<std::string, std::unique_ptr<Algo>>> algos;
   std::map<std::string, DataType> wire_of;  // the type float32 travels in, per algorithm
-  for (const std::string& name : opts.algos) {
-    if (name == "server") {
+  for (size_t algo_index = 0; algo_index < opts.algos.size(); ++algo_index) {
+    const std::string& name = opts.algos[algo_index];
+    const std::string job_hex = job_hexes.substr(algo_index * 33, 32);
+    if (name == "server" || name == "server-bf16") {
       CommunicatorOptions co;
       co.servers = servers;
       co.job_id = *JobId::FromHex(job_hex);
@@ -168,6 +175,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       if (!opts.wire.empty()) {
         if (Status st = ParseWireDtype(opts.wire, "--wire", &co.wire_dtype); !st.ok()) return report(st);
       }
+      if (name == "server-bf16") co.wire_dtype = DataType::kBFloat16;  // the server path on a bfloat16 wire
       wire_of[name] = co.wire_dtype;
       co.servers = servers;
       if (!opts.failover) co.failover = false;
@@ -200,7 +208,7 @@ int RunBenchRank(const BenchOptions& opts, bootstrap::Rendezvous& rv, const std:
       algos.emplace_back(
           name, std::make_unique<PluginAlgo>(std::move(plugin), std::max<uint64_t>(1, opts.max_bytes / esize) * esize));
     } else {
-      return report(InvalidArgument("unknown algorithm '" + name + "'; use server, plugin or ring"));
+      return report(InvalidArgument("unknown algorithm '" + name + "'; use server, server-bf16, plugin or ring"));
     }
   }
 

@@ -21,8 +21,9 @@ std::function<int()> AddDemoCommand(CLI::App& app) {
   opts->factor = 4;
   opts->iters = 10;
   opts->warmup = 3;
-  CLI::App* cmd = app.add_subcommand("demo", "Start a small cluster on this machine (servers and ranks) and compare "
-                                             "the reduction servers with a ring AllReduce");
+  CLI::App* cmd = app.add_subcommand("demo",
+                                     "Start a small cluster on this machine (servers and ranks) and compare "
+                                     "the reduction servers with a ring AllReduce");
   cmd->add_option("--nranks", opts->nranks, "Rank processes")->capture_default_str();
   cmd->add_option("--nservers", opts->nservers, "Reduction servers")->capture_default_str();
   cmd->add_option("-n,--iters", opts->iters, "Timed iterations per size")->capture_default_str();
@@ -47,15 +48,19 @@ std::function<int()> AddDemoCommand(CLI::App& app) {
       ro.factor = 4;
       ro.iters = 3;
       ro.warmup = 1;
-      std::printf("# optcast demo: emulated cluster (running as root): %d worker hosts and %d server hosts, each in "
-                  "its own network namespace on a %s link\n\n",
-                  ro.spec.workers, ro.spec.servers, rate->c_str());
+      // One more row: the server path with float32 on a bfloat16 wire (docs/wire-dtype.md).
+      ro.algos = {"server", "server-bf16", "ring", "gloo"};
+      std::printf(
+          "# optcast demo: emulated cluster (running as root): %d worker hosts and %d server hosts, each in "
+          "its own network namespace on a %s link\n\n",
+          ro.spec.workers, ro.spec.servers, rate->c_str());
       std::fflush(stdout);
       int rc = emu::RunEmulation(ro);
       if (rc == 0) return 0;
       std::printf("\n# the emulated cluster failed (see above); falling back to loopback\n\n");
     }
     BenchOptions o = *opts;
+    o.algos = {"server", "server-bf16", "ring"};
     char path[] = "/tmp/optcast-demo-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0) {
@@ -64,10 +69,10 @@ std::function<int()> AddDemoCommand(CLI::App& app) {
     }
     close(fd);
     o.json_path = path;
-    std::printf("# optcast demo: loopback (%s): %d ranks and %d reduction servers as processes on this machine\n"
-                "# (no rate-limited network here: both algorithms are bound by this machine's CPUs and memory)\n\n",
-                *loopback ? "--loopback given" : "not root, so no emulated network",
-                o.nranks, o.nservers);
+    std::printf(
+        "# optcast demo: loopback (%s): %d ranks and %d reduction servers as processes on this machine\n"
+        "# (no rate-limited network here: both algorithms are bound by this machine's CPUs and memory)\n\n",
+        *loopback ? "--loopback given" : "not root, so no emulated network", o.nranks, o.nservers);
     std::fflush(stdout);
     int rc = RunBench(o);
     std::ifstream in(path);
@@ -88,11 +93,12 @@ std::function<int()> AddDemoCommand(CLI::App& app) {
     if (smallest.count("server") && smallest.count("ring")) {
       const double s_lat = smallest["server"]["time_us"], r_lat = smallest["ring"]["time_us"];
       const double s_bw = largest["server"]["algbw_gbps"], r_bw = largest["ring"]["algbw_gbps"];
-      std::printf("\nSummary: at %llu B the reduction servers take %.1f us against the ring's %.1f us (%.2fx); at "
-                  "%llu MiB they reach %.2f GB/s against the ring's %.2f GB/s (%.2fx). All results checked: %s.\n",
-                  static_cast<unsigned long long>(smallest["server"]["bytes"]), s_lat, r_lat, r_lat / s_lat,
-                  static_cast<unsigned long long>(largest["server"]["bytes"].get<uint64_t>() >> 20), s_bw, r_bw,
-                  s_bw / r_bw, "0 wrong");
+      std::printf(
+          "\nSummary: at %llu B the reduction servers take %.1f us against the ring's %.1f us (%.2fx); at "
+          "%llu MiB they reach %.2f GB/s against the ring's %.2f GB/s (%.2fx). All results checked: %s.\n",
+          static_cast<unsigned long long>(smallest["server"]["bytes"]), s_lat, r_lat, r_lat / s_lat,
+          static_cast<unsigned long long>(largest["server"]["bytes"].get<uint64_t>() >> 20), s_bw, r_bw, s_bw / r_bw,
+          "0 wrong");
     }
     return 0;
   };

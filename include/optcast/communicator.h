@@ -184,6 +184,10 @@ class Communicator {
   virtual Status DeregisterMemory(RegisteredMemory* registration) = 0;
   virtual TransportStats transport_stats() const = 0;
   virtual FailoverStats failover_stats() const { return {}; }
+  // Changes CommunicatorOptions::wire_dtype for the collectives issued from now on (those in
+  // flight keep theirs). Every rank must change it at the same point of the sequence.
+  // InvalidArgument for a type that is not a wire type.
+  virtual Status SetWireDtype(DataType wire) = 0;
 
   // Blocking forms.
   Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, RedOp op);

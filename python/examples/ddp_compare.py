@@ -32,16 +32,27 @@ def build_model(width):
                                torch.nn.ReLU(), torch.nn.Linear(width, 10))
 
 
+# A task the model can learn: the labels of a fixed random linear teacher.
+TEACHER = torch.randn(256, 10, generator=torch.Generator().manual_seed(99))
+
+
 def batch(rank, step, size):
     g = torch.Generator().manual_seed(rank * 100003 + step)
-    return torch.randn(size, 256, generator=g), torch.randint(0, 10, (size,), generator=g)
+    x = torch.randn(size, 256, generator=g)
+    return x, (x @ TEACHER).argmax(dim=1)
 
 
 def train(rank, world, backend, store, args, out_file):
-    if backend == "optcast":
+    # "optcast-bf16": the optcast backend with float32 gradients on a bfloat16 wire, set on the
+    # group itself (OPTCAST_WIRE_DTYPE=bf16 would set it for every group).
+    wire = "bf16" if backend == "optcast-bf16" else None
+    if backend.startswith("optcast"):
         import optcast_torch  # noqa: F401  registers the backend
+        backend = "optcast"
     torch.set_num_threads(1)
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
+    if wire:
+        dist.distributed_c10d._get_default_group().set_wire_dtype(wire)
     model = DDP(build_model(args.width))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -56,7 +67,8 @@ def train(rank, world, backend, store, args, out_file):
         opt.step()
         elapsed = time.perf_counter() - start
         # The mean loss over all ranks (the same on every rank), for the comparison.
-        mean = loss.detach().clone()
+        # In float64, which no wire type narrows.
+        mean = loss.detach().double()
         dist.all_reduce(mean)
         if step >= args.warmup:
             losses.append(mean.item() / world)
@@ -108,6 +120,20 @@ def compare(results, args):
         print(f"FAIL: the losses differ by up to {worst:.2e} (relative), more than {args.tolerance:.0e}")
         return 1
     print(f"OK: the losses agree within {args.tolerance:.0e} (largest relative difference {worst:.2e})")
+    if args.final_tolerance is not None:
+        # The end of training: the mean loss of the last tenth of the steps.
+        tail = max(1, args.steps // 10)
+        ends = [sum(results[n]["losses"][-tail:]) / tail for n in names]
+        first = [results[n]["losses"][0] for n in names]
+        end_diff = abs(ends[0] - ends[-1]) / abs(ends[-1])
+        print(f"loss over the last {tail} steps: " + ", ".join(f"{n} {e:.6f}" for n, e in zip(names, ends)) +
+              f" (from {first[-1]:.6f}); relative difference {end_diff:.2e}")
+        if end_diff > args.final_tolerance:
+            print(f"FAIL: the final losses differ by more than {args.final_tolerance:.0e}")
+            return 1
+        if not ends[0] < 0.9 * first[0]:
+            print(f"FAIL: {names[0]} did not train (loss {first[0]:.6f} to {ends[0]:.6f})")
+            return 1
     return 0
 
 
@@ -120,6 +146,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--width", type=int, default=512, help="hidden layer width (sets the gradient size)")
     ap.add_argument("--tolerance", type=float, default=1e-4, help="largest relative loss difference")
+    ap.add_argument("--final-tolerance", type=float,
+                    help="also: largest relative difference of the mean loss over the last tenth of the steps")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--local-servers", type=int, default=0, help="start this many servers on loopback")
     ap.add_argument("--optcast", default="optcast", help="the optcast command, for --local-servers")

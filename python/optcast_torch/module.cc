@@ -17,5 +17,9 @@ PYBIND11_MODULE(_optcast_torch, m) {
       .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds,
                     c10::intrusive_ptr<c10d::ProcessGroup>>(),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("gloo") = nullptr,
+           py::call_guard<py::gil_scoped_release>())
+      .def("set_wire_dtype", &ProcessGroupOptcast::setWireDtype, py::arg("name"),
+           "float32 on a 16-bit wire for this group's later collectives: 'bf16', 'fp16' or 'off' (every rank "
+           "the same). OPTCAST_WIRE_DTYPE sets it for every group.",
            py::call_guard<py::gil_scoped_release>());
 }

@@ -87,6 +87,15 @@ void OptcastWork::Complete(const Status& status) {
   }
 }
 
+void ProcessGroupOptcast::setWireDtype(const std::string& name) {
+  DataType wire = DataType::kFloat32;
+  const Status st = ParseWireDtype(name, "wire_dtype", &wire);
+  if (!st.ok()) throw std::invalid_argument("optcast backend: " + st.message());
+  // In the queue, so that the collectives queued before it keep the old wire type and those
+  // after it get the new one, in the order this rank called them.
+  Enqueue(c10d::OpType::UNKNOWN, {}, [wire](Communicator& c) { return c.SetWireDtype(wire); });
+}
+
 ProcessGroupOptcast::ProcessGroupOptcast(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                          std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::ProcessGroup> gloo)
     : c10d::ProcessGroup(rank, size), gloo_(std::move(gloo)) {

@@ -47,6 +47,9 @@ class ProcessGroupOptcast : public c10d::ProcessGroup {
   ~ProcessGroupOptcast() override;
 
   const std::string getBackendName() const override { return "optcast"; }
+  // float32 on a 16-bit wire for this group's later collectives ("bf16", "fp16" or "off";
+  // docs/wire-dtype.md); every rank of the group sets the same. Throws on a bad name.
+  void setWireDtype(const std::string& name);
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;

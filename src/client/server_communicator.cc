@@ -15,6 +15,7 @@
 #include "client/handshake.h"
 #include "client/transport_options.h"
 #include "common/log.h"
+#include "reduce/wire_convert.h"
 
 namespace optcast::client {
 namespace {
@@ -173,6 +174,16 @@ Status ServerCommunicator::DeregisterMemory(RegisteredMemory* registration) {
 FailoverStats ServerCommunicator::failover_stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failover_.stats();
+}
+
+Status ServerCommunicator::SetWireDtype(DataType wire) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (wire != DataType::kFloat32 && !reduce::IsFloat32WireType(wire)) {
+    return InvalidArgument(
+        fmt::format("{} is not a wire type for float32; use bfloat16, float16, or float32 (off)", DataTypeName(wire)));
+  }
+  opts_.wire_dtype = wire;
+  return Status::Ok();
 }
 
 TransportStats ServerCommunicator::transport_stats() const {

@@ -68,6 +68,7 @@ class ServerCommunicator final : public Communicator, public transport::MessageH
   Status DeregisterMemory(RegisteredMemory* registration) override;
   FailoverStats failover_stats() const override;
   TransportStats transport_stats() const override;
+  Status SetWireDtype(DataType wire) override;
 
   // transport::MessageHandler: what the servers send (answers.cc).
   Status OnMessageMeta(transport::Connection& c, std::span<const uint8_t> meta, uint64_t payload_len,

@@ -245,6 +245,33 @@ TEST(E2eWireDtype, RanksThatDisagreeOnTheWireTypeGetAnErrorNamingBothRanksAndTyp
   }
 }
 
+// SetWireDtype between collectives: the ranks switch together, and each collective travels as
+// its wire type was when it was issued.
+TEST(E2eWireDtype, SetWireDtypeSwitchesTheCollectivesIssuedAfterIt) {
+  ServerFarm farm;
+  ASSERT_TRUE(farm.Start(2).ok());
+  constexpr size_t kCount = 20011;
+  const auto in = SpreadInputs(kCount, 50);
+  const auto exact = ExpectedOnWire(DataType::kFloat32, RedOp::kSum, in);
+  const auto narrow = ExpectedOnWire(DataType::kBFloat16, RedOp::kSum, in);
+  std::vector<std::vector<std::vector<float>>> out(3, std::vector<std::vector<float>>(kRanks));
+  ExpectAllOk(RunRanksOnThreads(farm.addresses(), kRanks, CommConfig{}, [&](int r, Communicator& comm) {
+    if (comm.SetWireDtype(DataType::kInt32).code() != Code::kInvalidArgument) return InternalError("int32 accepted");
+    const DataType order[3] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat32};
+    for (int k = 0; k < 3; ++k) {
+      OPTCAST_RETURN_IF_ERROR(comm.SetWireDtype(order[k]));
+      out[k][r].resize(kCount);
+      OPTCAST_RETURN_IF_ERROR(comm.AllReduce(in[r].data(), out[k][r].data(), kCount, DataType::kFloat32, RedOp::kSum));
+    }
+    return Status::Ok();
+  }));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(CompareBits(out[0][r], exact), "") << "rank " << r << ", before";
+    EXPECT_EQ(CompareBits(out[1][r], narrow), "") << "rank " << r << ", on the bfloat16 wire";
+    EXPECT_EQ(CompareBits(out[2][r], exact), "") << "rank " << r << ", after";
+  }
+}
+
 TEST(E2eWireDtype, AWireTypeThatIsNotOneIsAClearError) {
   CommunicatorOptions o;
   o.servers = {"127.0.0.1:1"};

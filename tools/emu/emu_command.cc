@@ -141,7 +141,8 @@ std::function<int()> AddEmuCommand(CLI::App& app) {
   run->add_option("-n,--iters", flags->run.iters, "Timed iterations per size")->capture_default_str();
   run->add_option("-w,--warmup_iters", flags->run.warmup, "Untimed iterations per size")->capture_default_str();
   run->add_option("--algo", flags->run.algos,
-                  "Algorithms: server, plugin (server through the NCCL plugin), ring, gloo (comma-separated)")
+                  "Algorithms: server, plugin (server through the NCCL plugin), ring, gloo, server-bf16 (float32 "
+                  "on a bfloat16 wire), ring-bf16 (the ring over bfloat16 data) (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   run->add_option("--chunk", flags->run.chunk, "Chunk size for the server path (default: automatic)");

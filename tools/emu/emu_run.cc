@@ -132,8 +132,16 @@ struct Bounds {
   double ring_Bps = 0;                       // algbw bound of a ring (Optcast's and Gloo's)
   std::string server_busiest, ring_busiest;  // the link that sets each bound
   // "plugin" is the server path through the NCCL plugin: the same traffic, the same bound.
-  double For(const std::string& algo) const { return UsesServers(algo) ? server_Bps : ring_Bps; }
-  static bool UsesServers(const std::string& algo) { return algo == "server" || algo == "plugin"; }
+  // "server-bf16" sends float32 as bfloat16 (optcast bench --wire bf16) and "ring-bf16" reduces
+  // bfloat16 data: half the bytes for the same elements, so twice the bound in float32 bytes/s
+  // (their rows count the float32 bytes of the same element count).
+  double For(const std::string& algo) const {
+    return (UsesServers(algo) ? server_Bps : ring_Bps) * (HalfTheBytes(algo) ? 2.0 : 1.0);
+  }
+  static bool UsesServers(const std::string& algo) {
+    return algo == "server" || algo == "plugin" || algo == "server-bf16";
+  }
+  static bool HalfTheBytes(const std::string& algo) { return algo == "server-bf16" || algo == "ring-bf16"; }
 };
 
 // From the traffic each algorithm makes (link_bound.h): the busiest host link or rack uplink.
@@ -279,6 +287,16 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
                      (std::count(algos.begin(), algos.end(), "gloo") || std::count(algos.begin(), algos.end(), "ring"));
   const std::string peer = std::count(algos.begin(), algos.end(), "gloo") ? "gloo" : "ring";
   if (ratio) std::printf(" %9s %6s", ("opt/" + peer).c_str(), "ideal");
+  // The bfloat16 wire against the same run's float32 server path, the peer ring, and a ring over
+  // bfloat16 data.
+  const bool has_bf16 = std::count(algos.begin(), algos.end(), "server-bf16") > 0;
+  std::vector<std::string> bf16_against;
+  if (has_bf16) {
+    for (const char* other : {"server", "gloo", "ring", "ring-bf16"}) {
+      if (std::count(algos.begin(), algos.end(), other)) bf16_against.push_back(other);
+    }
+  }
+  for (const auto& other : bf16_against) std::printf(" %9s", ("bf16/" + other.substr(0, 5)).c_str());
   std::printf("  cpu%% machine/ours:");
   for (const auto& a : algos) std::printf(" %7s", a.substr(0, 6).c_str());
   std::printf(" %6s\n", "#wrong");
@@ -301,6 +319,15 @@ void PrintTable(const RunOptions& o, const Bounds& b, const std::vector<std::str
         std::printf(" %9.3f %6.3f", sv->second.algbw_gbps / pr->second.algbw_gbps, ideal);
       } else {
         std::printf(" %9s %6.3f", "-", ideal);
+      }
+    }
+    for (const auto& other : bf16_against) {
+      auto bf = rows.find({"server-bf16", bytes});
+      auto ot = rows.find({other, bytes});
+      if (bf != rows.end() && ot != rows.end() && ot->second.algbw_gbps > 0) {
+        std::printf(" %9.3f", bf->second.algbw_gbps / ot->second.algbw_gbps);
+      } else {
+        std::printf(" %9s", "-");
       }
     }
     std::printf("%20s", "");
@@ -348,14 +375,18 @@ Status WritePlot(const std::string& path, const RunOptions& o, const Bounds& b, 
   PlotPanel panel;
   panel.title = "algbw against message size";
   panel.ylabel = "algbw (MB/s)";
-  panel.ymax = 1.1 * std::max(b.server_Bps, b.ring_Bps) / 1e6;
+  double top = 0;
+  for (const auto& a : algos) top = std::max(top, b.For(a));
+  panel.ymax = 1.1 * top / 1e6;
   double lo = 0, hi = 0;
   for (const auto& a : algos) {
     PlotSeries s;
-    s.title = a == "server"   ? "optcast (servers)"
-              : a == "plugin" ? "optcast (servers, NCCL plugin)"
-              : a == "ring"   ? "optcast ring"
-                              : "gloo ring";
+    s.title = a == "server"        ? "optcast (servers)"
+              : a == "plugin"      ? "optcast (servers, NCCL plugin)"
+              : a == "server-bf16" ? "optcast (servers, bf16 wire)"
+              : a == "ring"        ? "optcast ring"
+              : a == "ring-bf16"   ? "optcast ring, bf16 data"
+                                   : "gloo ring";
     s.color = PlotColor(panel.series.size());
     for (const auto& [key, row] : rows) {
       if (key.first != a) continue;
@@ -432,8 +463,8 @@ Status Emulation::Prepare() {
     if (ec) return InternalError("cannot find this executable: " + ec.message());
   }
   for (const auto& a : o_.algos) {
-    if (a != "server" && a != "plugin" && a != "ring" && a != "gloo") {
-      return InvalidArgument("unknown algorithm '" + a + "'; use server, plugin, ring, gloo");
+    if (a != "server" && a != "plugin" && a != "ring" && a != "gloo" && a != "server-bf16" && a != "ring-bf16") {
+      return InvalidArgument("unknown algorithm '" + a + "'; use server, plugin, ring, gloo, server-bf16, ring-bf16");
     }
     if (Bounds::UsesServers(a) && o_.spec.servers < 1) return InvalidArgument("--algo " + a + " needs --servers >= 1");
     if (a == "gloo") {
@@ -543,8 +574,10 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
             "--rank",       std::to_string(rank),
             "--nranks",     std::to_string(o_.spec.workers),
             "--rendezvous", WorkerHost(0).address + ":" + std::to_string(kRendezvousPort + phase % 400),
-            "--algo",       algo == "plugin" ? "server" : algo,
+            "--algo",       algo == "plugin" || algo == "server-bf16" ? "server" : algo == "ring-bf16" ? "ring" : algo,
             "--timeout-ms", timeout_ms};
+    if (algo == "server-bf16") args.insert(args.end(), {"--wire", "bf16"});
+    if (algo == "ring-bf16") args.insert(args.end(), {"-d", "bfloat16"});
     // The plugin path: libnccl-net-optcast.so's CollNet driven as NCCL's proxy does.
     if (algo == "plugin") {
       args.insert(args.end(), {"--through", "nccl-plugin", "--proxy-idle-us", std::to_string(o_.proxy_idle_us)});
@@ -555,6 +588,10 @@ std::vector<std::string> Emulation::RankArgs(const std::string& algo, uint64_t b
   }
   if (check != nullptr) {
     args.insert(args.end(), {"-b", size, "-e", size, "-f", "2", "-n", "1", "-w", "0"});
+  } else if (algo == "ring-bf16") {  // the same elements as the float32 rows, in half the bytes
+    const std::string half = std::to_string(bytes / 2);
+    args.insert(args.end(),
+                {"-b", half, "-e", half, "-f", "2", "-n", std::to_string(o_.iters), "-w", std::to_string(o_.warmup)});
   } else {
     args.insert(args.end(),
                 {"-b", size, "-e", size, "-f", "2", "-n", std::to_string(o_.iters), "-w", std::to_string(o_.warmup)});
@@ -597,6 +634,11 @@ Status Emulation::RunPhase(const std::string& algo, uint64_t bytes, int phase, R
   for (size_t j = 0; j < servers_.size(); ++j) emu_cpu += ProcessCpuSeconds(servers_[j].pid) - server_cpu0[j];
   row->algo = algo;
   OPTCAST_RETURN_IF_ERROR(ReadBenchJson(workdir_ + "/" + name + ".json", row));
+  if (algo == "ring-bf16") {  // in float32 bytes of the same elements, as the other rows
+    row->bytes *= 2;
+    row->algbw_gbps *= 2;
+    row->busbw_gbps *= 2;
+  }
   row->algo = algo;
   row->cpu_machine = BusyFraction(cpu0, cpu1);
   row->cpu_emu = emu_cpu / wall / static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
