@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--unreachable", action="store_true")
     ap.add_argument("--one-host-default", action="store_true")
+    ap.add_argument("--wire", choices=["bf16"], help="OPTCAST_WIRE_DTYPE for the run with the interposer")
     ap.add_argument("--wrong-build", help="the other MPI's build of the interposer")
     args = ap.parse_args()
 
@@ -86,12 +87,29 @@ def run_and_check(args, addresses):
                "OPTCAST_MPI_STATS": "1", "OPTCAST_CONNECT_TIMEOUT_MS": "2000"}
         if not args.one_host_default:
             env["OPTCAST_MPI_ONE_HOST"] = "servers"
+        tolerance = []
+        if args.wire:
+            env["OPTCAST_WIRE_DTYPE"] = args.wire
+            # float32 on a bfloat16 wire: within (2u + 4u^2 + n 2^-23) of the sum of the inputs'
+            # magnitudes (docs/wire-dtype.md), u = 2^-8; the program's float32 inputs are at most
+            # 29/7 + 0.01 in magnitude, so the sum of n of them at most n times that.
+            u = 2.0 ** -8
+            bound = (2 * u + 4 * u * u + args.np * 2.0 ** -23) * args.np * (29 / 7 + 0.011)
+            tolerance = [repr(bound)]
+            print(f"float32 on a bfloat16 wire: results may differ from MPI's by {bound:.4f}")
         out2, err2 = mpirun(args, args.np, env, with_optcast)
-        cmp = subprocess.run([args.check, "compare", plain, with_optcast], capture_output=True, text=True,
+        cmp = subprocess.run([args.check, "compare", plain, with_optcast] + tolerance, capture_output=True, text=True,
                              timeout=TIMEOUT_S)
         sys.stdout.write(cmp.stdout)
         if cmp.returncode != 0:
             sys.exit("results with liboptcast-mpi.so differ from MPI's")
+        if args.wire:
+            # And the wire was used: at float32's own tolerance the results differ.
+            strict = subprocess.run([args.check, "compare", plain, with_optcast], capture_output=True, text=True,
+                                    timeout=TIMEOUT_S)
+            if strict.returncode == 0:
+                sys.exit("float32 results match MPI's to 1e-5: the bfloat16 wire was not used")
+            print("OK: float32 results differ from MPI's beyond 1e-5 and within the wire's bound")
 
     expected = counters(out2, r"optcast-mpi-check: rank (\d+) expects: ")
     seen = counters(err2, r"optcast-mpi: rank (\d+): ")
