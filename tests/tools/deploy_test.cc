@@ -8,10 +8,13 @@
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
+#include "auth/secret.h"
 #include "process.h"
 #include "tests/support/optcast_binary.h"
 
@@ -115,6 +118,27 @@ std::string UnitValue(const std::string& unit, const std::string& key) {
 
 // On SIGTERM the server drains for shutdown-timeout-ms; systemd and Kubernetes kill it after
 // their stop timeouts, which must therefore be longer, everywhere, and say so alike.
+// Every "at least N bytes" said of the secret, in deploy/ and the deployment guide, is the
+// length the server and the workers require.
+TEST(Deploy, TheSecretLengthTheFilesNameIsTheOneTheCodeRequires) {
+  const std::regex at_least("at least ([0-9]+) bytes");
+  int seen = 0;
+  for (const std::string& path :
+       {kDeploy + "/optcast-server.yaml", kDeploy + "/systemd/optcast-server.service",
+        kDeploy + "/kubernetes/optcast-servers.yaml", kDeploy + "/kubernetes/worker-example.yaml",
+        std::string(OPTCAST_SOURCE_DIR) + "/docs/deploying.md"}) {
+    const std::string text = ReadFile(path);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), at_least); it != std::sregex_iterator(); ++it) {
+      const size_t at = static_cast<size_t>(it->position());
+      const std::string before = text.substr(at > 120 ? at - 120 : 0, std::min<size_t>(at, 120));
+      if (before.find("secret") == std::string::npos) continue;
+      ++seen;
+      EXPECT_EQ(std::stoul((*it)[1].str()), auth::kMinSecretBytes) << path << ": \"" << it->str() << "\"";
+    }
+  }
+  EXPECT_GE(seen, 2) << "the shipped configuration and the guide both state the length";
+}
+
 TEST(Deploy, StopTimeoutsExceedTheDrainTimeAndTheDocsSayTheSame) {
   const std::string unit = ReadFile(kDeploy + "/systemd/optcast-server.service");
   const std::string stop_text = UnitValue(unit, "TimeoutStopSec");
