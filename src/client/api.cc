@@ -8,10 +8,10 @@
 
 #include "auth/secret.h"
 #include "client/server_communicator.h"
+#include "client/wire_narrowing.h"
 #include "common/env.h"
 #include "observe/trace.h"
 #include "optcast/communicator.h"
-#include "reduce/wire_convert.h"
 #include "transport/kind.h"
 #include "transport/posix/congestion.h"
 #include "transport/posix/traffic_class.h"
@@ -31,12 +31,7 @@ Status Communicator::Create(const CommunicatorOptions& options, std::unique_ptr<
     return InvalidArgument(
         fmt::format("latency_dscp {} is not a DSCP; use 0-63 (0: mark nothing)", options.latency_dscp));
   }
-  if (options.wire_dtype != DataType::kFloat32 && !reduce::IsFloat32WireType(options.wire_dtype)) {
-    return InvalidArgument(
-        fmt::format("wire_dtype {} is not a wire type for float32; use bfloat16, float16, or float32 "
-                    "(off)",
-                    DataTypeName(options.wire_dtype)));
-  }
+  OPTCAST_RETURN_IF_ERROR(client::WireNarrowing::CheckWireDtype(options.wire_dtype));
   OPTCAST_RETURN_IF_ERROR(
       observe::StartTraceFromEnv("OPTCAST_TRACE", options.rank, fmt::format("optcast rank {}", options.rank)));
   transport::Kind kind = transport::Kind::kTcp;
@@ -75,7 +70,7 @@ Status ParseWireDtype(std::string_view text, std::string_view what, DataType* ou
     return Status::Ok();
   }
   const auto parsed = ParseDataType(text);
-  if (!parsed || (*parsed != DataType::kFloat32 && !reduce::IsFloat32WireType(*parsed))) {
+  if (!parsed || (*parsed != DataType::kFloat32 && !IsFloat32WireType(*parsed))) {
     return InvalidArgument(fmt::format("{}='{}' is not a wire type for float32; use bf16, fp16 or off", what, text));
   }
   *out = *parsed;

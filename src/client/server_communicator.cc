@@ -15,7 +15,6 @@
 #include "client/handshake.h"
 #include "client/transport_options.h"
 #include "common/log.h"
-#include "reduce/wire_convert.h"
 
 namespace optcast::client {
 namespace {
@@ -178,10 +177,7 @@ FailoverStats ServerCommunicator::failover_stats() const {
 
 Status ServerCommunicator::SetWireDtype(DataType wire) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (wire != DataType::kFloat32 && !reduce::IsFloat32WireType(wire)) {
-    return InvalidArgument(
-        fmt::format("{} is not a wire type for float32; use bfloat16, float16, or float32 (off)", DataTypeName(wire)));
-  }
+  OPTCAST_RETURN_IF_ERROR(WireNarrowing::CheckWireDtype(wire));
   opts_.wire_dtype = wire;
   return Status::Ok();
 }

@@ -1,6 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
 #include "client/wire_narrowing.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "reduce/wire_convert.h"
@@ -8,8 +10,16 @@
 namespace optcast::client {
 
 bool WireNarrowing::Applies(DataType wire, CollType coll, DataType dtype, RedOp op) {
-  if (!reduce::IsFloat32WireType(wire) || dtype != DataType::kFloat32 || coll == CollType::kAllGather) return false;
+  if (!IsFloat32WireType(wire) || dtype != DataType::kFloat32 || coll == CollType::kAllGather) return false;
   return op == RedOp::kSum || op == RedOp::kAvg || op == RedOp::kMin || op == RedOp::kMax;
+}
+
+Status WireNarrowing::CheckWireDtype(DataType wire) {
+  if (wire == DataType::kFloat32 || IsFloat32WireType(wire)) return Status::Ok();
+  return InvalidArgument(
+      fmt::format("wire_dtype {} is not a wire type for float32; use bfloat16, float16, or float32 "
+                  "(off)",
+                  DataTypeName(wire)));
 }
 
 uint64_t WireNarrowing::StagingBytes(uint64_t send_elems, uint64_t recv_elems, bool in_place) {

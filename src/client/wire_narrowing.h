@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/copy_buffer.h"
+#include "optcast/status.h"
 #include "optcast/types.h"
 
 namespace optcast::client {
@@ -28,6 +29,9 @@ class WireNarrowing {
   // sum, avg, min or max. All-gather (no arithmetic to gain precision in), prod, and every other
   // element type travel as they are.
   static bool Applies(DataType wire, CollType coll, DataType dtype, RedOp op);
+
+  // OK for a wire type or kFloat32 (off); else InvalidArgument naming the choices.
+  static Status CheckWireDtype(DataType wire);
 
   // Bytes of staging a collective needs: its send elements, and its receive elements unless the
   // receive buffer lies inside the send buffer (in place).

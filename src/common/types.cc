@@ -1,8 +1,8 @@
 // Copyright (c) 2026 The Optcast Authors. SPDX-License-Identifier: BSD-3-Clause
+#include "optcast/types.h"
+
 #include <algorithm>
 #include <string>
-
-#include "optcast/types.h"
 
 namespace optcast {
 
@@ -23,8 +23,7 @@ size_t DataTypeSize(DataType dt) {
 }
 
 bool IsFloatingPoint(DataType dt) {
-  return dt == DataType::kFloat32 || dt == DataType::kFloat16 || dt == DataType::kBFloat16 ||
-         dt == DataType::kFloat64;
+  return dt == DataType::kFloat32 || dt == DataType::kFloat16 || dt == DataType::kBFloat16 || dt == DataType::kFloat64;
 }
 
 const char* DataTypeName(DataType dt) {
@@ -115,5 +114,7 @@ std::string UndefinedRedOpMessage(RedOp op, DataType dt) {
   return std::string(RedOpName(op)) + " is a bitwise op, defined for integer types only, not for " + DataTypeName(dt) +
          "; use an integer type of the same width (int8 ... uint64) to combine the bits";
 }
+
+bool IsFloat32WireType(DataType dt) { return dt == DataType::kBFloat16 || dt == DataType::kFloat16; }
 
 }  // namespace optcast

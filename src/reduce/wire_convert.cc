@@ -127,8 +127,6 @@ Status NotAWireType(DataType wire) {
 
 }  // namespace
 
-bool IsFloat32WireType(DataType wire) { return wire == DataType::kBFloat16 || wire == DataType::kFloat16; }
-
 Status NarrowFloat32(DataType wire, const float* src, uint16_t* dst, size_t count) {
   return Chosen().narrow(wire, src, dst, count) ? Status::Ok() : NotAWireType(wire);
 }

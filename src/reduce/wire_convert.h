@@ -15,9 +15,6 @@
 
 namespace optcast::reduce {
 
-// Whether `wire` is a type float32 data can travel in: bfloat16 or float16.
-bool IsFloat32WireType(DataType wire);
-
 // dst[i] = wire(src[i]) for i in [0, count). InvalidArgument for another wire type.
 Status NarrowFloat32(DataType wire, const float* src, uint16_t* dst, size_t count);
 

@@ -105,11 +105,11 @@ std::string DescribeMismatch(const wire::CollDesc& a, uint32_t rank_a, const wir
     what = fmt::format("data type: rank {} sent {}, rank {} sent {}", rank_a, DataTypeName(a.dtype), rank_b,
                        DataTypeName(b.dtype));
     // float32 data travels as a 16-bit type where a rank asked for it (client/wire_narrowing.h).
-    const auto narrowed = [](DataType t) { return t == DataType::kBFloat16 || t == DataType::kFloat16; };
-    if ((a.dtype == DataType::kFloat32 && narrowed(b.dtype)) || (b.dtype == DataType::kFloat32 && narrowed(a.dtype))) {
+    if ((a.dtype == DataType::kFloat32 && IsFloat32WireType(b.dtype)) ||
+        (b.dtype == DataType::kFloat32 && IsFloat32WireType(a.dtype))) {
       what +=
           fmt::format(" (float32 data travels as {} where OPTCAST_WIRE_DTYPE asks for it: set it alike on every rank)",
-                      DataTypeName(narrowed(a.dtype) ? a.dtype : b.dtype));
+                      DataTypeName(IsFloat32WireType(a.dtype) ? a.dtype : b.dtype));
     }
   } else if (a.count != b.count) {
     what = fmt::format("element count: rank {} sent {}, rank {} sent {}", rank_a, a.count, rank_b, b.count);
